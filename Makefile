@@ -1,0 +1,40 @@
+# Two commands set everything up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PROFILE ?= quick
+JOBS ?=
+
+.PHONY: setup run test lint typecheck bench live-setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/tracediff run --profile $(PROFILE) $(if $(JOBS),-j $(JOBS),)
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check tracediff tests
+	$(BIN)/ruff format --check tracediff tests
+
+typecheck: setup
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/tracediff bench
+
+# The live torch engine: pin exactly the CPU build that lies on this machine's disk.
+live-setup: setup
+	$(BIN)/python -m pip install --quiet 'torch==2.13.0'
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Engines that execute plans (the deterministic simulator) and the worker loop."""

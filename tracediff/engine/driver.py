@@ -1,0 +1,107 @@
+"""The worker loop: apply due events, plan while the queue has room, advance the clock.
+
+``drive`` is a generator of plain record dicts (header first), so a caller can encode,
+compare or store them one at a time with bounded memory, and two drivers can run in
+lockstep. The scheduler is anything with the driver interface (docs/implementations.md):
+``arrive(spec, now)``, ``plan(now) -> dict``, ``complete(event, now) -> list[int]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from tracediff.errors import SchedulerFault
+from tracediff.engine.simulator import SimulatedEngine
+from tracediff.scenario.model import RequestSpec, Scenario
+from tracediff.sched.record import COLUMNS, PLAN_KEYS
+
+TRACE_FORMAT = "tracediff-trace"
+TRACE_VERSION = 1
+MAX_PLANS = 200_000  # a scenario that needs more is a scheduler that does not converge
+
+
+class Scheduler(Protocol):
+    def arrive(self, spec: RequestSpec, now: int) -> None: ...
+
+    def plan(self, now: int) -> dict[str, Any]: ...
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]: ...
+
+
+def header_record(scenario: Scenario) -> dict[str, Any]:
+    """The trace header: format, version, the full scenario and the column names."""
+    return {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "scenario": scenario.to_dict(),
+        "columns": {name: list(cols) for name, cols in COLUMNS.items()},
+    }
+
+
+def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
+    """Run ``scenario`` through ``scheduler`` on the simulated engine, yielding records.
+
+    The first record is the header. Events are applied in time order (completions before
+    arrivals at the same microsecond); after them the scheduler plans while fewer than
+    ``1 + queue_depth`` rounds are in flight.
+    """
+    engine = SimulatedEngine(scenario)
+    arrivals = sorted(scenario.requests, key=lambda r: (r.arrival_us, r.id))
+    retired: set[int] = set()
+    next_arrival = 0
+    now = 0
+    plans = 0
+    depth = 1 + scenario.params.queue_depth
+    yield header_record(scenario)
+    while True:
+        while True:
+            due = engine.next_completion()
+            arrival_at = (
+                arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
+            )
+            if due is not None and due <= now and (arrival_at is None or due <= arrival_at):
+                event = engine.complete_next()
+                yield event
+                done = scheduler.complete(event, now)
+                if done:
+                    retired.update(done)
+                    yield {"t": "retire", "now": now, "requests": list(done)}
+            elif arrival_at is not None and arrival_at <= now:
+                spec = arrivals[next_arrival]
+                next_arrival += 1
+                scheduler.arrive(spec, now)
+                yield {"t": "arrival", "now": now, "request": spec.id}
+            else:
+                break
+        last_round: Any = None
+        while engine.busy < depth:
+            record = scheduler.plan(now)
+            plans += 1
+            _check_plan(record, plans)
+            yield record
+            last_round = record["round"]
+            if last_round is None:
+                break
+            engine.submit(record["plan"], last_round, now)
+        due = engine.next_completion()
+        arrival_at = arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
+        if due is None and arrival_at is None:
+            missing = [r.id for r in scenario.requests if r.id not in retired]
+            if missing:
+                raise SchedulerFault(
+                    f"plan {plans}: the scheduler stopped planning with requests "
+                    f"{missing[:8]} not retired"
+                )
+            return
+        if plans > MAX_PLANS:
+            raise SchedulerFault(f"plan {plans}: more than {MAX_PLANS} plans; runaway scenario")
+        now = min(t for t in (due, arrival_at) if t is not None)
+
+
+def _check_plan(record: Any, number: int) -> None:
+    if not isinstance(record, dict) or tuple(record) != PLAN_KEYS:
+        keys = list(record) if isinstance(record, dict) else type(record).__name__
+        raise SchedulerFault(
+            f"plan {number}: malformed plan record: keys {keys}, expected {list(PLAN_KEYS)}"
+        )

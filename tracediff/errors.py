@@ -1,0 +1,65 @@
+"""The exceptions tracediff raises, and the exit code each one maps to.
+
+    TracediffError                 base; ``exit_code`` 2 unless a subclass says otherwise
+    ├── UsageError                 a flag, seed set or argument that cannot work
+    ├── ProfileError               a profile that is missing or malformed (file and line)
+    ├── ImplementationError        an ``--impl`` spec that cannot be loaded
+    ├── ScenarioError              a scenario that fails validation
+    ├── TraceFormatError           a trace (or report, manifest) that cannot be read
+    └── SchedulerFault             an implementation raised or broke the driver
+                                   contract while running: a *finding*, exit code 1
+
+Every message names the thing at fault (file, seed, flag) and says what to do.
+"""
+
+from __future__ import annotations
+
+
+class TracediffError(Exception):
+    """Base class; the CLI prints ``str(err)`` on one line and exits with ``exit_code``."""
+
+    exit_code = 2
+
+
+class UsageError(TracediffError):
+    """Bad command-line input: an unknown name, an impossible combination of flags."""
+
+
+class ProfileError(TracediffError):
+    """A profile TOML file that is missing, malformed, or names unknown parameters."""
+
+
+class ImplementationError(TracediffError):
+    """An implementation spec (built-in name, ``module:attr`` or command) that cannot load."""
+
+
+class ScenarioError(TracediffError):
+    """A scenario that fails validation (from a file, a trace header or a shrink step)."""
+
+
+class TraceFormatError(TracediffError):
+    """A trace file that is truncated, corrupt, of another version or hostile.
+
+    ``offset`` is the byte offset of the frame that failed and ``record`` its index among
+    the frames (header = 0), when known.
+    """
+
+    def __init__(
+        self, path: str, message: str, *, offset: int | None = None, record: int | None = None
+    ) -> None:
+        where = []
+        if offset is not None:
+            where.append(f"byte {offset}")
+        if record is not None:
+            where.append(f"record {record}")
+        loc = f" at {', '.join(where)}" if where else ""
+        super().__init__(f"{path}{loc}: {message}")
+        self.path = path
+        self.offset = offset
+        self.record = record
+
+
+class SchedulerFault(TracediffError):
+    """An implementation raised, returned a malformed plan or hung: reported as a finding."""
+
+    exit_code = 1

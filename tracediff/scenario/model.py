@@ -1,0 +1,188 @@
+"""The Scenario data type: everything a run needs, frozen and serialisable.
+
+A scenario is the whole input of one run: the scheduler's parameters, the simulated
+engine's hidden truth and the requests. It goes into the trace header in full, so a trace
+replays without the generator, and it round-trips through ``to_dict``/``from_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracediff.errors import ScenarioError
+
+ALLOCATIONS = ("host", "device", "mixed")
+PROPOSERS = ("mtp", "copy")
+MAX_DRAFT = 7
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One generation request as it arrives, plus the engine's hidden truth about it."""
+
+    id: int
+    arrival_us: int
+    prompt_len: int
+    max_new: int
+    proposer: str = "mtp"
+    grammar_cap: int = -1  # -1: no grammar; 0..3: grammar lane with this draft cap
+    host_stop: bool = False
+    fixed_width: int = -1  # -1: ranked; 0..7: pinned draft count
+    stop_at: int = -1  # -1: no stop; else the generated count at which a stop string lands
+    accept_base: float = 0.7  # truth: conditional acceptance at depth 1
+    accept_decay: float = 0.9  # truth (mtp): conditional acceptance shrinks by this per depth
+
+    @property
+    def grammar(self) -> bool:
+        return self.grammar_cap >= 0
+
+    @property
+    def fixed(self) -> bool:
+        return self.fixed_width >= 0
+
+
+@dataclass(frozen=True)
+class SchedulerParams:
+    """The scheduler's knobs; SCHEDULER.md's starting values are the defaults."""
+
+    allocation: str = "device"
+    ragged: bool = False  # "mixed graphs": ragged candidates and eager shapes
+    queue_depth: int = 1
+    max_lanes: int = 64
+    verify_budget: int = 128
+    batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+    token_buckets: tuple[int, ...] = (8, 16, 24, 32, 48, 64, 96, 128)
+    alpha: float = 0.6
+    prior_weight: float = 4.0
+    probe_rate: float = 0.02
+    credit_cap: float = 2.0
+    probe_min_trials: int = 8
+    refresh_period_us: int = 200_000
+    refresh_tolerance: float = 0.05
+    prefill_chunk: int = 512
+    prefill_bonus_cap: float = 8.0  # expected-token bonus a waiting prefill row can earn
+    prefill_bonus_period_us: int = 25_000  # waiting this long earns one token of bonus
+    # Prior duration model (µs) of the packed round table.
+    base_us: int = 9_000
+    lane_us: int = 300
+    token_us: int = 40
+    eager_penalty_us: int = 2_500
+    prefill_base_us: int = 1_500
+    prefill_token_us: int = 4
+    eager_shapes: tuple[tuple[int, int, int], ...] = ()  # (kind, b_pad, width_or_q_pad)
+
+
+@dataclass(frozen=True)
+class EngineTruth:
+    """What the simulated engine knows and the scheduler must learn."""
+
+    duration_drift: float = 0.15  # each shape's true cost differs from the prior by up to this
+    duration_noise: float = 0.02  # per-round jitter
+    device_truncation: float = 0.25  # chance the device verifies fewer drafts than the ceiling
+    copy_match: float = 0.92  # copy proposer's acceptance while it matches
+    copy_zero_run: float = 0.3  # chance a copy lane offers no drafts next round
+
+
+@dataclass(frozen=True)
+class Scenario:
+    profile: str
+    seed: int
+    params: SchedulerParams = field(default_factory=SchedulerParams)
+    truth: EngineTruth = field(default_factory=EngineTruth)
+    requests: tuple[RequestSpec, ...] = ()
+
+    def features(self) -> str:
+        """One line naming what this scenario exercises (for reports)."""
+        p = self.params
+        flags = []
+        if any(r.grammar for r in self.requests):
+            flags.append("grammar")
+        if any(r.host_stop for r in self.requests):
+            flags.append("host-stop")
+        if any(r.fixed for r in self.requests):
+            flags.append("fixed")
+        if any(r.proposer == "copy" for r in self.requests):
+            flags.append("copy")
+        graphs = "mixed-graphs" if p.ragged else "rect"
+        return (
+            f"{len(self.requests)} requests, {p.allocation} allocation, {graphs}, "
+            f"queue {p.queue_depth}" + (", " + ", ".join(flags) if flags else "")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "seed": self.seed,
+            "params": _plain(dataclasses.asdict(self.params)),
+            "truth": dataclasses.asdict(self.truth),
+            "requests": [dataclasses.asdict(r) for r in self.requests],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Scenario:
+        """Rebuild and validate a scenario; raises ScenarioError naming the bad field."""
+        try:
+            params_in = dict(data["params"])
+            for key in ("batch_buckets", "token_buckets"):
+                params_in[key] = tuple(int(v) for v in params_in[key])
+            params_in["eager_shapes"] = tuple(
+                (int(a), int(b), int(c)) for a, b, c in params_in.get("eager_shapes", ())
+            )
+            scenario = cls(
+                profile=str(data["profile"]),
+                seed=int(data["seed"]),
+                params=SchedulerParams(**params_in),
+                truth=EngineTruth(**data["truth"]),
+                requests=tuple(RequestSpec(**r) for r in data["requests"]),
+            )
+        except ScenarioError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ScenarioError(f"malformed scenario: {exc!r}") from None
+        scenario.validate()
+        return scenario
+
+    def validate(self) -> None:
+        p = self.params
+        problems = []
+        if p.allocation not in ALLOCATIONS:
+            problems.append(f"allocation {p.allocation!r} not in {ALLOCATIONS}")
+        if p.queue_depth not in (0, 1, 2):
+            problems.append(f"queue_depth {p.queue_depth} not in 0..2")
+        if not 1 <= p.max_lanes <= max(p.batch_buckets, default=0):
+            problems.append(f"max_lanes {p.max_lanes} outside the batch buckets")
+        if list(p.batch_buckets) != sorted(set(p.batch_buckets)) or not p.batch_buckets:
+            problems.append("batch_buckets must be strictly increasing")
+        if list(p.token_buckets) != sorted(set(p.token_buckets)) or not p.token_buckets:
+            problems.append("token_buckets must be strictly increasing")
+        if p.verify_budget < 1:
+            problems.append("verify_budget must be at least 1")
+        ids = [r.id for r in self.requests]
+        if len(set(ids)) != len(ids):
+            problems.append("request ids must be unique")
+        for r in self.requests:
+            if r.proposer not in PROPOSERS:
+                problems.append(f"request {r.id}: proposer {r.proposer!r} not in {PROPOSERS}")
+            if r.max_new < 1 or r.prompt_len < 1 or r.arrival_us < 0:
+                problems.append(f"request {r.id}: max_new, prompt_len >= 1, arrival_us >= 0")
+            if not -1 <= r.grammar_cap <= 3:
+                problems.append(f"request {r.id}: grammar_cap must be -1..3")
+            if not -1 <= r.fixed_width <= MAX_DRAFT:
+                problems.append(f"request {r.id}: fixed_width must be -1..{MAX_DRAFT}")
+            if not (0.0 <= r.accept_base <= 1.0 and 0.0 <= r.accept_decay <= 1.0):
+                problems.append(f"request {r.id}: accept_base/decay must lie in [0, 1]")
+        if problems:
+            raise ScenarioError(
+                f"scenario {self.profile}:{self.seed} is invalid: " + "; ".join(problems)
+            )
+
+
+def _plain(value: Any) -> Any:
+    """Tuples to lists, so a dict compares equal to its msgpack round trip."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

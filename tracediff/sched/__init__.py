@@ -1,0 +1,1 @@
+"""The scheduler model: shared state and pure formulas, the reference and the optimized."""
