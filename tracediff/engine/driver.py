@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from tracediff.errors import SchedulerFault
 from tracediff.engine.simulator import SimulatedEngine
+from tracediff.errors import SchedulerFault
 from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.sched.record import COLUMNS, PLAN_KEYS
 
@@ -57,9 +57,7 @@ def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
     while True:
         while True:
             due = engine.next_completion()
-            arrival_at = (
-                arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
-            )
+            arrival_at = arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
             if due is not None and due <= now and (arrival_at is None or due <= arrival_at):
                 event = engine.complete_next()
                 yield event

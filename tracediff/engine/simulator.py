@@ -79,8 +79,8 @@ class SimulatedEngine:
         duration = 0
         if lanes:
             prior = F.prior_duration(self.params, kind, b_pad, width)
-            drift = (2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0)
-            noise = (2.0 * rng.uniform(self.seed, "noise", plan) - 1.0)
+            drift = 2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0
+            noise = 2.0 * rng.uniform(self.seed, "noise", plan) - 1.0
             duration = int(
                 prior
                 * (1.0 + drift * self.truth.duration_drift)

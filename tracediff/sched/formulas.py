@@ -148,8 +148,14 @@ def dominates(
 
 
 def winner_key(
-    value: float, duration: int, cohort: int, b_pad: int, width: int, kind: int,
-    prefill: bool, candidate_id: int,
+    value: float,
+    duration: int,
+    cohort: int,
+    b_pad: int,
+    width: int,
+    kind: int,
+    prefill: bool,
+    candidate_id: int,
 ) -> tuple[float, int, int, int, int, int, bool, int]:
     """Sort key of the [fixed] winner rule: the smallest key wins.
 

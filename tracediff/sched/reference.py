@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.scenario.model import MAX_DRAFT
 from tracediff.sched import formulas as F
 from tracediff.sched.core import Lane, RequestState, SchedulerCore, SubmittedLane, SubmittedRound
 from tracediff.sched.record import SOURCE_PROBE, SOURCE_REFRESH, SOURCE_WINNER, plan_record
@@ -38,14 +39,29 @@ class Candidate:
 
     def row(self) -> list[Any]:
         return [
-            self.id, self.kind, self.cohort, self.prefill, self.bound, self.b_pad, self.width,
-            self.prefixes, self.expected, self.duration, self.value,
+            self.id,
+            self.kind,
+            self.cohort,
+            self.prefill,
+            self.bound,
+            self.b_pad,
+            self.width,
+            self.prefixes,
+            self.expected,
+            self.duration,
+            self.value,
         ]
 
     def key(self) -> tuple[float, int, int, int, int, int, bool, int]:
         return F.winner_key(
-            self.value, self.duration, self.cohort, self.b_pad, self.width, self.kind,
-            self.prefill, self.id,
+            self.value,
+            self.duration,
+            self.cohort,
+            self.b_pad,
+            self.width,
+            self.kind,
+            self.prefill,
+            self.id,
         )
 
     def shape(self) -> tuple[int, int, int]:
@@ -139,8 +155,18 @@ class ReferenceScheduler(SchedulerCore):
             for lane, value in zip(cohort, values, strict=True)
         ]
         return Candidate(
-            candidate_id, kind, len(cohort), prefill is not None, bound, budget, b_pad, width,
-            prefixes, expected, duration, F.candidate_value(expected, bonus, duration),
+            candidate_id,
+            kind,
+            len(cohort),
+            prefill is not None,
+            bound,
+            budget,
+            b_pad,
+            width,
+            prefixes,
+            expected,
+            duration,
+            F.candidate_value(expected, bonus, duration),
             lane_values,
         )
 
@@ -161,7 +187,7 @@ class ReferenceScheduler(SchedulerCore):
                 continue
             for cohort_size in F.cohort_sizes(params, len(lanes)):
                 cohort = lanes[:cohort_size]
-                for bound in range(F.MAX_DRAFT + 1):
+                for bound in range(MAX_DRAFT + 1):
                     out.append(
                         self.evaluate(
                             len(out), F.RECT, cohort, bound, params.verify_budget, row, now
@@ -173,7 +199,7 @@ class ReferenceScheduler(SchedulerCore):
                             budget = min(params.verify_budget, tokens)
                             out.append(
                                 self.evaluate(
-                                    len(out), F.RAGGED, cohort, F.MAX_DRAFT, budget, row, now
+                                    len(out), F.RAGGED, cohort, MAX_DRAFT, budget, row, now
                                 )
                             )
         return out
@@ -185,8 +211,9 @@ class ReferenceScheduler(SchedulerCore):
             for y in candidates:
                 if y is x or (y.kind, y.cohort, y.prefill) != (x.kind, x.cohort, x.prefill):
                     continue
-                if F.dominates(y.expected, y.duration, y.shape(), x.expected, x.duration,
-                               x.shape()):
+                if F.dominates(
+                    y.expected, y.duration, y.shape(), x.expected, x.duration, x.shape()
+                ):
                     pruned[x.id] = y.id
                     break
         return pruned
@@ -206,9 +233,7 @@ class ReferenceScheduler(SchedulerCore):
             if trials >= self.params.probe_min_trials:
                 continue
             curves = [self.curve(other.state) for other in cohort]
-            prefixes = self.allocate(
-                cohort, curves, winner.bound, winner.budget, position, depth
-            )
+            prefixes = self.allocate(cohort, curves, winner.bound, winner.budget, position, depth)
             if prefixes[position] != depth or any(
                 other.fixed_width >= 0 and prefixes[q] != winner.prefixes[q]
                 for q, other in enumerate(cohort)
@@ -239,17 +264,35 @@ class ReferenceScheduler(SchedulerCore):
         lanes = self.eligible_lanes()
         prefill = self.prefill_candidate()
         eligible = [
-            [lane.request, lane.slot, lane.cap, lane.fixed_width, lane.alloc,
-             lane.state.last_served, self.curve(lane.state)]
+            [
+                lane.request,
+                lane.slot,
+                lane.cap,
+                lane.fixed_width,
+                lane.alloc,
+                lane.state.last_served,
+                self.curve(lane.state),
+            ]
             for lane in lanes
         ]
         credit_before = self.credit
         candidates = self.candidates(lanes, prefill, now)
         if not candidates:
             return plan_record(
-                plan=number, now=now, eligible=eligible, prefill=-1,
-                credit_before=credit_before, candidates=[], pruned=[], winner=-1, probes=[],
-                probe=-1, refresh=-1, credit_after=self.credit, round_=None, lane_values=[],
+                plan=number,
+                now=now,
+                eligible=eligible,
+                prefill=-1,
+                credit_before=credit_before,
+                candidates=[],
+                pruned=[],
+                winner=-1,
+                probes=[],
+                probe=-1,
+                refresh=-1,
+                credit_after=self.credit,
+                round_=None,
+                lane_values=[],
             )
         pruned = self.prune(candidates)
         alive = [c for c in candidates if c.id not in pruned]
@@ -283,7 +326,8 @@ class ReferenceScheduler(SchedulerCore):
         refresh = -1
         if probe_index < 0 and winner.cohort > 0 and self.is_fresh(winner, now):
             stale = [
-                c for c in alive
+                c
+                for c in alive
                 if c.id != winner.id
                 and (c.kind, c.cohort, c.prefill) == (winner.kind, winner.cohort, winner.prefill)
                 and not self.is_fresh(c, now)
@@ -305,22 +349,42 @@ class ReferenceScheduler(SchedulerCore):
         lane_values = self.lane_values(cohort, chosen_prefixes, chosen_duration, now)
         self.commit(
             SubmittedRound(
-                number, chosen.kind, chosen_b_pad, chosen_width, tuple(round_lanes),
-                prefill_request, prefill_tokens, chosen_duration,
+                number,
+                chosen.kind,
+                chosen_b_pad,
+                chosen_width,
+                tuple(round_lanes),
+                prefill_request,
+                prefill_tokens,
+                chosen_duration,
             )
         )
         round_row = [
-            source, chosen.kind, chosen_b_pad, chosen_width, prefill_request, prefill_tokens,
+            source,
+            chosen.kind,
+            chosen_b_pad,
+            chosen_width,
+            prefill_request,
+            prefill_tokens,
             [[ln.request, ln.slot, ln.prefix, ln.alloc] for ln in round_lanes],
-            chosen_expected, chosen_duration,
+            chosen_expected,
+            chosen_duration,
         ]
         return plan_record(
-            plan=number, now=now, eligible=eligible,
-            prefill=prefill.spec.id if prefill else -1, credit_before=credit_before,
+            plan=number,
+            now=now,
+            eligible=eligible,
+            prefill=prefill.spec.id if prefill else -1,
+            credit_before=credit_before,
             candidates=[c.row() for c in candidates],
             pruned=[[cid, by] for cid, by in sorted(pruned.items())],
-            winner=winner.id, probes=probe_rows, probe=probe_index, refresh=refresh,
-            credit_after=self.credit, round_=round_row, lane_values=lane_values,
+            winner=winner.id,
+            probes=probe_rows,
+            probe=probe_index,
+            refresh=refresh,
+            credit_after=self.credit,
+            round_=round_row,
+            lane_values=lane_values,
         )
 
     def lane_values(

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _tests_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let ``--impl tests.impls.x:Y`` import the deliberately broken implementations."""
+    monkeypatch.syspath_prepend(str(ROOT))
+
+
+@pytest.fixture
+def subprocess_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONHASHSEED"] = "random"
+    return env
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable

@@ -1,0 +1,1 @@
+"""Deliberately different implementations, loaded by tests through ``--impl module:attr``."""

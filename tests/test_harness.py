@@ -1,0 +1,147 @@
+"""The spine: seeds -> scenarios -> implementations -> traces -> byte comparison -> verdict."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracediff.cli import main
+from tracediff.impls import parse_impl
+from tracediff.runner import DIVERGED, IDENTICAL, RunOptions, run_scenario, run_scenarios
+from tracediff.scenario.generator import generate
+from tracediff.scenario.profiles import load_profile, parse_seeds
+from tracediff.trace import TraceReader, first_difference
+from tests.impls.skewed import SKEW_AT
+
+
+def test_one_scenario_gives_the_same_bytes_in_two_processes(
+    tmp_path: Path, python: str, subprocess_env: dict[str, str]
+) -> None:
+    outputs = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.trace"
+        subprocess.run(
+            [python, "-m", "tracediff.cli", "record", "--profile", "quick", "--seed", "40",
+             "-o", str(out)],
+            check=True, env=subprocess_env, capture_output=True,
+        )
+        outputs.append(out)
+    assert first_difference(outputs[0], outputs[1]) is None
+    # Provenance (host, wall time) may differ; the compared body may not.
+    assert TraceReader(outputs[0]).verify() == TraceReader(outputs[1]).verify()
+
+
+def test_same_inputs_same_digest_twice_in_one_process() -> None:
+    profile = load_profile("quick")
+    scenario = generate(profile, 17)
+    specs = (parse_impl("reference"), parse_impl("reference"))
+    first = run_scenario(scenario, specs)
+    second = run_scenario(generate(profile, 17), specs)
+    assert first.status == IDENTICAL
+    assert first.impls[0].digest == second.impls[0].digest
+    assert first.impls[0].plans > 0
+
+
+def test_a_different_implementation_diverges_at_the_right_record() -> None:
+    scenario = generate(load_profile("quick"), 12)
+    result = run_scenario(scenario, (parse_impl("reference"), parse_impl("tests.impls.skewed:SkewedScheduler")))
+    assert result.status == DIVERGED
+    assert result.record_type == "plan"
+    assert result.plan == SKEW_AT
+    # The record index counts the header as 0: find plan SKEW_AT's index independently.
+    from tracediff.runner import trace_records
+
+    for index, record in enumerate(trace_records(scenario, parse_impl("reference"))):
+        if record.get("t") == "plan" and record["plan"] == SKEW_AT:
+            assert result.divergence == index
+            break
+    else:  # pragma: no cover
+        pytest.fail("the scenario has too few plans")
+
+
+def test_cli_run_exits_1_on_divergence_and_names_the_record() -> None:
+    runner = CliRunner()
+    result = runner.invoke(
+        main,
+        ["run", "--seeds", "12", "--impl", "reference", "--impl",
+         "tests.impls.skewed:SkewedScheduler", "-j", "1", "--no-progress"],
+    )
+    assert result.exit_code == 1, result.output
+    assert "DIVERGED" in result.output
+    assert "quick:12" in result.output
+
+
+def test_cli_run_identical_exits_0() -> None:
+    result = CliRunner().invoke(
+        main, ["run", "--seeds", "0..3", "--impl", "reference", "--impl", "reference", "-j", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "identical: 4 scenarios" in result.output
+
+
+def test_run_in_worker_processes_matches_in_process() -> None:
+    profile = load_profile("quick")
+    scenarios = [generate(profile, s) for s in range(6)]
+    specs = (parse_impl("reference"), parse_impl("reference"))
+    serial = run_scenarios(scenarios, RunOptions(impls=specs, jobs=1))
+    parallel = run_scenarios(scenarios, RunOptions(impls=specs, jobs=2))
+    assert [r.seed for r in parallel.results] == list(range(6))
+    assert [r.impls[0].digest for r in serial.results] == [
+        r.impls[0].digest for r in parallel.results
+    ]
+
+
+def test_kept_artifacts_and_diff(tmp_path: Path) -> None:
+    scenario = generate(load_profile("quick"), 12)
+    specs = (parse_impl("reference"), parse_impl("tests.impls.skewed:SkewedScheduler"))
+    result = run_scenario(scenario, specs, artifacts=str(tmp_path))
+    assert len(result.artifacts) == 2
+    a, b = result.artifacts
+    assert first_difference(a, b) == result.divergence
+    cli = CliRunner().invoke(main, ["diff", a, b])
+    assert cli.exit_code == 1
+    assert f"first difference at record {result.divergence}" in cli.output
+    assert f"plan {SKEW_AT}" in cli.output
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--profile", "nope"], "unknown profile 'nope'"),
+        (["run", "--seeds", "5..2"], "bad seed range"),
+        (["run", "--seeds", "x"], "bad seed set"),
+        (["run", "--impl", "bogus", "--impl", "reference"], "unknown implementation 'bogus'"),
+        (["run", "--impl", "nosuchmod:X", "--impl", "reference", "--seeds", "0"], "cannot import"),
+        (["run", "--impl", "reference"], "at least two"),
+        (["run", "-j", "0"], "at least 1"),
+        (["show", "/nonexistent.trace"], "nonexistent.trace"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_seed_syntax() -> None:
+    assert parse_seeds("0..3,7, 9-10") == (0, 1, 2, 3, 7, 9, 10)
+
+
+def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "t.trace"
+    runner = CliRunner()
+    assert runner.invoke(main, ["record", "--seed", "3", "-o", str(out)]).exit_code == 0
+    result = runner.invoke(main, ["show", str(out), "--jsonl"])
+    assert result.exit_code == 0
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    assert lines[0]["t"] == "header"
+    assert lines[0]["scenario"]["seed"] == 3
+    plans = [rec for rec in lines if rec["t"] == "plan"]
+    shown = runner.invoke(main, ["show", str(out), "--plan", str(plans[0]["plan"])])
+    assert json.loads(shown.output) == plans[0]

@@ -1,0 +1,5 @@
+"""``python -m tracediff``."""
+
+from tracediff.cli import main
+
+main()

@@ -1,0 +1,13 @@
+"""The command line: parse, call the core, present, map errors to exit codes.
+
+Exit codes: 0 all equal / all good; 1 a divergence, a scheduler error or a timeout (the
+findings); 2 bad input or usage. Errors print one line naming the file, seed or flag and
+what to do; ``--debug`` shows the traceback instead.
+
+Only this package imports click. Each module adds its commands to the group in ``app``.
+"""
+
+from tracediff.cli import run, traces  # noqa: F401  (registers the commands)
+from tracediff.cli.app import main
+
+__all__ = ["main"]

@@ -1,0 +1,3 @@
+from tracediff.cli import main
+
+main()

@@ -1,0 +1,92 @@
+"""Implementation specs: a built-in name, ``package.module:attr``, or an entry point.
+
+An implementation is a factory ``(scenario) -> scheduler`` (usually the scheduler class
+itself); the scheduler speaks the driver interface of docs/implementations.md. Names are
+resolved lazily, so loading the CLI imports no implementation it does not run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tracediff.errors import ImplementationError
+
+ENTRY_POINT_GROUP = "tracediff.implementations"
+
+BUILTINS: dict[str, str] = {
+    "reference": "tracediff.sched.reference:ReferenceScheduler",
+    "optimized": "tracediff.sched.optimized:OptimizedScheduler",
+    "optimized-check": "tracediff.sched.optimized:CheckedOptimizedScheduler",
+}
+# ``--check`` swaps each built-in for its check-mode twin where it has one.
+CHECKED: dict[str, str] = {"optimized": "optimized-check"}
+
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+Factory = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class ImplSpec:
+    """What the user typed and what it resolves to (a ``module:attr`` target)."""
+
+    name: str
+    target: str
+
+
+def available() -> list[str]:
+    names = set(BUILTINS)
+    try:
+        names.update(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # noqa: BLE001 - broken metadata must not break name listing
+        pass
+    return sorted(names)
+
+
+def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
+    """Turn a user's ``--impl`` value into a spec; raises ImplementationError if unknown."""
+    name = text.strip()
+    if check and name in CHECKED:
+        name = CHECKED[name]
+    if name in BUILTINS:
+        return ImplSpec(name, BUILTINS[name])
+    if _DOTTED.match(name):
+        return ImplSpec(name, name)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ImplSpec(name, ep.value)
+    raise ImplementationError(
+        f"unknown implementation {text!r}; choose one of: {', '.join(available())}, "
+        "or give package.module:attr importable from PYTHONPATH"
+    )
+
+
+def load(spec: ImplSpec) -> Factory:
+    """Import the factory a spec names; raises ImplementationError with the reason."""
+    module_name, _, attr_path = spec.target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise ImplementationError(
+            f"implementation {spec.name!r}: cannot import module {module_name!r}: "
+            f"{type(exc).__name__}: {exc} (is it on PYTHONPATH?)"
+        ) from None
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImplementationError(
+                f"implementation {spec.name!r}: module {module_name!r} has no attribute "
+                f"{attr_path!r}"
+            ) from None
+    if not callable(obj):
+        raise ImplementationError(
+            f"implementation {spec.name!r}: {spec.target} is not callable; it must be a "
+            "scheduler class or a factory taking a Scenario"
+        )
+    return obj  # type: ignore[no-any-return]

@@ -1,0 +1,237 @@
+"""Write trace files: a streaming, atomic file writer and an in-memory twin.
+
+:class:`BodyDigest` is the single definition of the compared-body digest; the writer, the
+reader and callers that compare without files all feed it, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import types
+import zlib
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+from tracediff.atomic import atomic_writer
+from tracediff.trace.codec import (
+    BODY_LENGTH,
+    FORMAT_VERSION,
+    FRAME_HEADER,
+    KIND_END,
+    KIND_HEADER,
+    KIND_PROVENANCE,
+    KIND_RECORD,
+    MAGIC,
+    MAX_FRAME_BYTES,
+    PREAMBLE,
+    encode,
+)
+
+PREAMBLE_BYTES = PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0)
+
+
+class BodyDigest:
+    """Incremental sha256 of the compared body: the header, then every record, in order.
+
+    Each payload is fed as its u32 big-endian length followed by its bytes, so moving a
+    byte from one record to the next changes the digest.
+    """
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._has_header = False
+        self._records = 0
+
+    def add_header(self, payload: bytes) -> None:
+        """Feed the header payload; must come first, exactly once."""
+        if self._has_header:
+            raise ValueError("BodyDigest already has a header")
+        self._has_header = True
+        self._add(payload)
+
+    def add_record(self, payload: bytes) -> None:
+        """Feed one record payload (after the header)."""
+        if not self._has_header:
+            raise ValueError("BodyDigest needs the header before any record")
+        self._records += 1
+        self._add(payload)
+
+    def _add(self, payload: bytes) -> None:
+        self._hash.update(BODY_LENGTH.pack(len(payload)))
+        self._hash.update(payload)
+
+    @property
+    def records(self) -> int:
+        """How many records were fed."""
+        return self._records
+
+    def hexdigest(self) -> str:
+        """The digest of everything fed so far (feeding more afterwards is allowed)."""
+        return self._hash.hexdigest()
+
+
+def _frame_header(kind: bytes, payload: bytes) -> bytes:
+    if len(payload) > MAX_FRAME_BYTES:
+        # the reader would refuse it, so refuse to write it
+        raise ValueError(
+            f"trace frame of {len(payload)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit"
+        )
+    return FRAME_HEADER.pack(kind, len(payload), zlib.crc32(payload))
+
+
+def _end_payload(digest: BodyDigest) -> bytes:
+    return encode({"records": digest.records, "digest": digest.hexdigest()})
+
+
+class _FrameSink:
+    """The frame sequence shared by the file writer and :func:`trace_bytes`."""
+
+    def __init__(self, out: BinaryIO, header_payload: bytes) -> None:
+        self._out = out
+        self._digest = BodyDigest()
+        self._provenance: bytes | None = None
+        out.write(PREAMBLE_BYTES)
+        self._write(KIND_HEADER, header_payload)
+        self._digest.add_header(header_payload)
+
+    def _write(self, kind: bytes, payload: bytes) -> None:
+        self._out.write(_frame_header(kind, payload))
+        self._out.write(payload)
+
+    def record(self, payload: bytes) -> None:
+        self._write(KIND_RECORD, payload)
+        self._digest.add_record(payload)
+
+    def provenance(self, payload: bytes) -> None:
+        if self._provenance is not None:
+            raise ValueError("a trace holds at most one provenance frame")
+        # Kept until the end so that every record's frame ordinal equals its index in the
+        # compared body (header 0, records 1..), whatever order the caller used.
+        self._provenance = payload
+
+    def finish(self) -> None:
+        if self._provenance is not None:
+            self._write(KIND_PROVENANCE, self._provenance)
+        self._write(KIND_END, _end_payload(self._digest))
+
+    @property
+    def digest(self) -> BodyDigest:
+        return self._digest
+
+
+class TraceWriter:
+    """Stream a trace to ``path``; the file appears only when :meth:`close` succeeds.
+
+    Use it as a context manager: on a clean exit it closes (end frame, rename over
+    ``path``); on an exception nothing is written and an existing ``path`` is kept.
+    Without ``with``, call :meth:`close` or :meth:`abort` yourself.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
+        self._path = os.fspath(path)
+        self._stack = contextlib.ExitStack()
+        handle = self._stack.enter_context(atomic_writer(self._path))
+        self._closed = False
+        try:
+            self._sink = _FrameSink(handle, encode(header))
+        except BaseException as exc:
+            self._abort_with(type(exc), exc, exc.__traceback__)
+            raise
+
+    @property
+    def path(self) -> str:
+        """The target path."""
+        return self._path
+
+    @property
+    def records(self) -> int:
+        """How many records were written."""
+        return self._sink.digest.records
+
+    @property
+    def digest(self) -> str:
+        """Hex sha256 of the compared body so far; final once closed."""
+        return self._sink.digest.hexdigest()
+
+    def write_record(self, payload: bytes) -> None:
+        """Append one record; ``payload`` is an already-encoded msgpack map."""
+        self._check_open()
+        self._sink.record(payload)
+
+    def write_provenance(self, provenance: dict[str, Any]) -> None:
+        """Attach provenance (at most once); it is written just before the end frame."""
+        self._check_open()
+        self._sink.provenance(encode(provenance))
+
+    def close(self) -> None:
+        """Write the end frame and move the file into place; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._sink.finish()
+        except BaseException as exc:
+            self._abort_with(type(exc), exc, exc.__traceback__)
+            raise
+        self._stack.close()
+
+    def abort(self) -> None:
+        """Discard everything written; ``path`` keeps whatever it held before."""
+        if self._closed:
+            return
+        self._closed = True
+        error = _Aborted()
+        self._abort_with(type(error), error, None)
+
+    def _abort_with(
+        self,
+        exc_type: type[BaseException],
+        exc: BaseException,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self._closed = True
+        # atomic_writer removes its temporary file when an exception passes through it
+        self._stack.__exit__(exc_type, exc, tb)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"TraceWriter for {self._path} is already closed")
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        if self._closed:
+            return
+        if exc_type is None or exc is None:
+            self.close()
+        else:
+            self._abort_with(exc_type, exc, tb)
+
+
+class _Aborted(Exception):
+    """Thrown into the atomic writer to make it discard the temporary file."""
+
+
+def trace_bytes(
+    header_payload: bytes,
+    record_payloads: Iterable[bytes],
+    provenance: dict[str, Any] | None = None,
+) -> bytes:
+    """A whole trace file in memory, byte for byte what :class:`TraceWriter` would write."""
+    out = io.BytesIO()
+    sink = _FrameSink(out, header_payload)
+    for payload in record_payloads:
+        sink.record(payload)
+    if provenance is not None:
+        sink.provenance(encode(provenance))
+    sink.finish()
+    return out.getvalue()
