@@ -70,7 +70,7 @@ def test_cli_run_exits_1_on_divergence_and_names_the_record() -> None:
          "tests.impls.skewed:SkewedScheduler", "-j", "1", "--no-progress"],
     )
     assert result.exit_code == 1, result.output
-    assert "DIVERGED" in result.output
+    assert "1 diverged" in result.output
     assert "quick:12" in result.output
 
 

@@ -6,10 +6,14 @@
     ├── ImplementationError        an ``--impl`` spec that cannot be loaded
     ├── ScenarioError              a scenario that fails validation
     ├── TraceFormatError           a trace (or report, manifest) that cannot be read
+    ├── OutputError                a file or directory tracediff must write cannot be
+    │                              written (missing parent, read-only, a directory)
+    ├── JournalError               a ``--resume`` journal of another run, in use, or corrupt
     └── SchedulerFault             an implementation raised or broke the driver
                                    contract while running: a *finding*, exit code 1
 
-Every message names the thing at fault (file, seed, flag) and says what to do.
+Every message names the thing at fault (file, seed, flag) and says what to do. docs/errors.md
+lists every exit code and message.
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ class TraceFormatError(TracediffError):
         self.path = path
         self.offset = offset
         self.record = record
+
+
+class OutputError(TracediffError):
+    """A file or directory tracediff must write that cannot be written; checked before a run
+    starts where possible, so that a long run does not fail at its very end."""
+
+
+class JournalError(TracediffError):
+    """A ``--resume`` journal that belongs to another run, is locked by a running one, or is
+    damaged anywhere but in its last line (a torn last line is a crash's, and is ignored)."""
 
 
 class SchedulerFault(TracediffError):

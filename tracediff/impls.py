@@ -8,6 +8,8 @@ resolved lazily, so loading the CLI imports no implementation it does not run.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import importlib.metadata
 import re
 from collections.abc import Callable
@@ -62,13 +64,24 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
             return ImplSpec(name, ep.value)
     raise ImplementationError(
         f"unknown implementation {text!r}; choose one of: {', '.join(available())}, "
-        "or give package.module:attr importable from PYTHONPATH"
+        "or give package.module:attr importable from PYTHONPATH or the current directory"
     )
+
+
+def _add_working_directory() -> None:
+    """Make modules in the current directory importable, as ``python -m`` would.
+
+    Appended, not prepended, so a local file never shadows an installed package.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
 
 
 def load(spec: ImplSpec) -> Factory:
     """Import the factory a spec names; raises ImplementationError with the reason."""
     module_name, _, attr_path = spec.target.partition(":")
+    _add_working_directory()
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix

@@ -10,20 +10,36 @@ digests are what golden manifests store, so CI can check one implementation alon
 
 Diverging scenarios are re-run (deterministically) to write full trace files into an
 artifacts directory when one is given; identical scenarios write nothing.
+
+Reliability (docs/errors.md has the user's view):
+
+- An implementation that raises, returns a malformed plan or an unencodable value is a
+  finding (``error``) of its scenario, with the plan number and traceback; the run goes on.
+- With a time limit, a memory limit or more than one job, scenarios run in isolated worker
+  processes (:mod:`tracediff.workers`): a worker that dies is an ``error`` finding of the
+  scenario it held and is replaced; a hang is stopped in the worker by ``SIGALRM`` at the
+  limit, and, if it is stuck in C code where that cannot reach, killed by the parent at the
+  limit plus a grace period (``timeout`` finding, with the stack faulthandler saw).
+- SIGINT and SIGTERM stop the run: workers stop, finished results are kept and the summary
+  says which signal stopped it. With a journal (``resume``), each finished result is written
+  durably as it arrives and a later run skips it (:mod:`tracediff.journal`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import contextlib
+import dataclasses
 import functools
 import os
 import platform
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from tracediff import __version__
@@ -42,6 +58,29 @@ class RunOptions:
     jobs: int = 1
     artifacts: str | None = None  # keep diverging traces here
     timeout_s: float | None = None  # per scenario, all implementations together
+    memory_limit_mb: int | None = None  # address-space cap of each worker process
+    resume: str | None = None  # journal directory: keep finished results, skip them next time
+    grace_s: float | None = None  # past timeout_s, the parent kills a hung worker (None: auto)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether scenarios must run in worker processes even with one job."""
+        return self.timeout_s is not None or self.memory_limit_mb is not None
+
+    @property
+    def kill_after_s(self) -> float | None:
+        """Wall time after which the parent kills a worker still on one scenario."""
+        if self.timeout_s is None:
+            return None
+        return self.timeout_s + (
+            self.grace_s if self.grace_s is not None else grace(self.timeout_s)
+        )
+
+
+def grace(timeout_s: float) -> float:
+    """How long past the limit the in-worker alarm gets before the parent kills the worker:
+    a quarter of the limit, at least 1 s and at most 30 s."""
+    return min(30.0, max(1.0, timeout_s / 4))
 
 
 @dataclass(frozen=True)
@@ -68,6 +107,7 @@ class ScenarioResult:
     message: str = ""
     harness_seconds: float = 0.0  # encoding, digesting and comparing
     artifacts: tuple[str, ...] = ()
+    resumed: bool = False  # loaded from a --resume journal, not run this time
 
     @property
     def label(self) -> str:
@@ -82,6 +122,9 @@ class RunSummary:
     interrupted: bool = False
     skipped: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    interrupt_signal: int | None = None  # signal.SIGINT or SIGTERM when interrupted
+    resumed: int = 0  # results taken from the --resume journal
+    notes: tuple[str, ...] = ()  # things the user should know (journal repairs, ...)
 
     @property
     def scenarios(self) -> int:
@@ -111,10 +154,10 @@ class _Timed:
         self.inner.arrive(spec, now)
 
     def plan(self, now: int) -> dict[str, Any]:
+        self.plans += 1  # first, so that a plan that raises or hangs is counted as the one
         start = time.perf_counter_ns()
         record: dict[str, Any] = self.inner.plan(now)
         self.plan_ns += time.perf_counter_ns() - start
-        self.plans += 1
         return record
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
@@ -122,8 +165,46 @@ class _Timed:
         return result
 
 
-class ScenarioTimeout(Exception):
-    """Raised inside a worker when a scenario exceeds its time limit."""
+class _Watched(_Timed):
+    """A :class:`_Timed` that also leaves (implementation index, plan number) in shared
+    memory, so that the parent can say where a worker was when it had to kill it. Used only
+    in worker processes: two integer stores per call (``progress`` is a memoryview)."""
+
+    def __init__(self, inner: Any, index: int, progress: Any) -> None:
+        super().__init__(inner)
+        self.index = index
+        self.progress = progress
+
+    def arrive(self, spec: RequestSpec, now: int) -> None:
+        self.progress[0] = self.index
+        self.inner.arrive(spec, now)
+
+    def plan(self, now: int) -> dict[str, Any]:
+        self.plans += 1
+        self.progress[0] = self.index
+        self.progress[1] = self.plans
+        start = time.perf_counter_ns()
+        record: dict[str, Any] = self.inner.plan(now)
+        self.plan_ns += time.perf_counter_ns() - start
+        return record
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        self.progress[0] = self.index
+        result: list[int] = self.inner.complete(event, now)
+        return result
+
+
+class ScenarioTimeout(BaseException):
+    """Raised by the alarm when a scenario exceeds its time limit. Not an ``Exception``, so
+    that an implementation's own ``except Exception`` cannot swallow it."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run; ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @functools.lru_cache(maxsize=32)
@@ -137,8 +218,15 @@ def run_scenario(
     *,
     artifacts: str | None = None,
     timeout_s: float | None = None,
+    progress: Any = None,
 ) -> ScenarioResult:
-    """Drive every implementation of one scenario in lockstep and compare their records."""
+    """Drive every implementation of one scenario in lockstep and compare their records.
+
+    Never raises for what an implementation does (raising, ``sys.exit``, malformed or
+    unencodable records, a hang past ``timeout_s``): that is the result's ``status``. Only
+    KeyboardInterrupt (and the worker's stop signal) propagate. ``progress``, in a worker,
+    is the shared array :class:`_Watched` writes to.
+    """
     names = [s.name for s in specs]
     timed: list[_Timed] = []
     drivers: list[Iterator[dict[str, Any]]] = []
@@ -158,7 +246,8 @@ def run_scenario(
     try:
         for spec in specs:
             current = len(timed)
-            scheduler = _Timed(_factory(spec)(scenario))
+            inner = _factory(spec)(scenario)
+            scheduler = _Timed(inner) if progress is None else _Watched(inner, current, progress)
             timed.append(scheduler)
             drivers.append(drive(scenario, scheduler))
         index = 0
@@ -201,16 +290,26 @@ def run_scenario(
             if all(p is None for p in payloads):
                 break
             index += 1
-    except ScenarioTimeout:
+    except ScenarioTimeout as exc:
+        _stop_alarm(alarm)
         status, failed = TIMEOUT, names[current]
         plan_number = timed[current].plans if current < len(timed) else 0
-        message = f"{names[current]} exceeded the {timeout_s:g} s scenario time limit"
-    except Exception as exc:  # noqa: BLE001 - an implementation failing is a finding
+        frames = traceback.extract_tb(exc.__traceback__)[:-1]  # not the alarm handler's
+        where = "".join(traceback.format_list(frames))
+        message = (
+            f"Traceback (most recent call last):\n{where}"
+            f"timeout: {names[current]} exceeded the {timeout_s:g} s scenario time limit "
+            f"at plan {plan_number}"
+        )
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
+        _stop_alarm(alarm)
         status, failed = ERROR, names[current] if current < len(names) else None
         plan_number = timed[current].plans if current < len(timed) else 0
         message = "".join(traceback.format_exception(exc)).rstrip()
         if isinstance(exc, SchedulerFault):
             message = str(exc)
+        elif isinstance(exc, SystemExit):
+            message += f"\nSystemExit: the implementation called sys.exit({exc.code!r})"
     finally:
         _stop_alarm(alarm)
     stats = tuple(
@@ -224,10 +323,7 @@ def run_scenario(
         )
         for i in range(len(specs))
     )
-    kept: tuple[str, ...] = ()
-    if artifacts and status == DIVERGED:
-        kept = tuple(write_trace(scenario, spec, artifacts) for spec in specs)
-    return ScenarioResult(
+    result = ScenarioResult(
         profile=scenario.profile,
         seed=scenario.seed,
         features=scenario.features(),
@@ -239,8 +335,26 @@ def run_scenario(
         failed_impl=failed,
         message=message,
         harness_seconds=harness_ns / 1e9,
-        artifacts=kept,
     )
+    if artifacts and status == DIVERGED:
+        result = keep_artifacts(result, scenario, specs, artifacts)
+    return result
+
+
+def keep_artifacts(
+    result: ScenarioResult, scenario: Scenario, specs: Sequence[ImplSpec], directory: str
+) -> ScenarioResult:
+    """Re-run a diverged scenario into trace files; a failure to write them is noted in the
+    result's message, never raised (the divergence is the finding, the files a courtesy)."""
+    kept: list[str] = []
+    try:
+        for spec in specs:
+            kept.append(write_trace(scenario, spec, directory))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - disk full, or a flaky implementation
+        note = f"could not keep the traces in {directory}: {type(exc).__name__}: {exc}"
+        message = f"{result.message}\n{note}" if result.message else note
+        return dataclasses.replace(result, artifacts=tuple(kept), message=message)
+    return dataclasses.replace(result, artifacts=tuple(kept))
 
 
 def _record_type(record: dict[str, Any] | None) -> str:
@@ -279,34 +393,159 @@ def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | 
     return path
 
 
-def _start_alarm(timeout_s: float | None) -> bool:
-    if not timeout_s or os.name != "posix":
-        return False
+class _Alarm:
+    """The in-process scenario time limit: SIGALRM raises ScenarioTimeout in the main thread.
 
-    def _expired(_signum: int, _frame: Any) -> None:
-        raise ScenarioTimeout()
+    It interrupts Python code, and blocking calls that return on a signal (``time.sleep``,
+    lock waits); not C code that holds on without returning, which the parent-side watchdog
+    of :mod:`tracediff.workers` covers. :meth:`stop` disarms it before anything else, so a
+    signal arriving late is ignored rather than raised outside the scenario.
+    """
 
-    signal.signal(signal.SIGALRM, _expired)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
-    return True
+    def __init__(self, timeout_s: float | None) -> None:
+        self.armed = False
+        self._installed = False
+        self._previous: Any = None
+        if not timeout_s or not hasattr(signal, "setitimer"):
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach only the main thread; the watchdog still applies
+        self._previous = signal.signal(signal.SIGALRM, self._expired)
+        self._installed = self.armed = True
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
 
+    def _expired(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.armed:
+            self.armed = False
+            raise ScenarioTimeout()
 
-def _stop_alarm(active: bool) -> None:
-    if active:
+    def stop(self) -> None:
+        if not self._installed:
+            return
+        self.armed = self._installed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        previous = self._previous if self._previous is not None else signal.SIG_DFL
+        signal.signal(signal.SIGALRM, previous)
 
 
-def _worker(
-    args: tuple[Scenario, tuple[ImplSpec, ...], str | None, float | None],
-) -> ScenarioResult:
-    scenario, specs, artifacts, timeout_s = args
-    return run_scenario(scenario, specs, artifacts=artifacts, timeout_s=timeout_s)
+def _start_alarm(timeout_s: float | None) -> _Alarm:
+    return _Alarm(timeout_s)
 
 
-def _init_worker() -> None:
-    # The parent handles Ctrl-C and stops the pool; workers must not print tracebacks.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _stop_alarm(alarm: _Alarm) -> None:
+    alarm.stop()
+
+
+# -- many scenarios --------------------------------------------------------------------------
+Task = tuple[Scenario, tuple[ImplSpec, ...], str | None, float | None, int | None, float | None]
+
+
+def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
+    """One scenario in a worker process (see :class:`tracediff.workers.WorkerPool`)."""
+    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s = task
+    result = run_scenario(scenario, specs, timeout_s=timeout_s, progress=progress)
+    if (
+        result.status == ERROR
+        and memory_limit_mb is not None
+        and result.message.rstrip().endswith("MemoryError")
+    ):
+        result = dataclasses.replace(
+            result,
+            message=f"{result.message}\nMemoryError: {result.failed_impl} exceeded the "
+            f"--memory-limit of {memory_limit_mb} MB",
+        )
+    if artifacts and result.status == DIVERGED:
+        if artifacts_s is not None:
+            notify(artifacts_s)  # writing the traces re-runs every implementation: not timed
+        result = keep_artifacts(result, scenario, specs, artifacts)
+    return result
+
+
+def _outcome_result(outcome: Any, scenario: Scenario, options: RunOptions) -> ScenarioResult:
+    """A worker's outcome as a ScenarioResult; timeouts and deaths become findings."""
+    from tracediff.workers import DIED, DONE, KILLED
+
+    if outcome.kind == DONE:
+        result: ScenarioResult = outcome.value
+        return result
+    names = [spec.name for spec in options.impls]
+    impl_index, plan = (outcome.progress + (-1, 0))[:2]
+    failed = names[impl_index] if 0 <= impl_index < len(names) else None
+    who = failed or "an implementation"
+    stack = f"{outcome.stack}\n" if outcome.stack else ""
+    if outcome.kind == KILLED:
+        status = TIMEOUT
+        message = (
+            f"{stack}timeout: {who} exceeded the {options.timeout_s:g} s scenario time limit "
+            f"at plan {plan} and did not stop (stuck outside Python code, e.g. in C code or "
+            f"a lock); its worker was killed after {outcome.seconds:.1f} s"
+        )
+    elif outcome.kind == DIED:
+        status = ERROR
+        message = (
+            f"{stack}worker died: {outcome.death()} while {who} ran plan {plan} "
+            "(os._exit, a crash in C code, or the system's out-of-memory killer); "
+            "a fresh worker took over"
+        )
+    else:
+        status = ERROR
+        message = f"{outcome.detail}\nworker failed: the harness raised while running it"
+    return ScenarioResult(
+        profile=scenario.profile,
+        seed=scenario.seed,
+        features=scenario.features(),
+        status=status,
+        impls=(),
+        plan=plan,
+        failed_impl=failed,
+        message=message,
+    )
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM raise :class:`Interrupted` while a run is in progress, except
+    inside :meth:`deferred` (recording a finished result), where the signal waits for the end
+    of the block: a result that finished is never lost between the worker and the journal.
+    After the first, further signals are ignored until the run has stopped its workers.
+    Installed only in the main thread (elsewhere the caller's handlers stay)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._depth = 0
+        self._pending: int | None = None
+        self._stopping = False
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self._stopping:
+            return
+        self._pending = signum
+        if self._depth == 0:
+            self._stopping = True
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0 and self._pending is not None and not self._stopping:
+                self._stopping = True
+                raise Interrupted(self._pending)
 
 
 def run_scenarios(
@@ -314,41 +553,169 @@ def run_scenarios(
     options: RunOptions,
     on_result: Callable[[ScenarioResult], None] | None = None,
 ) -> RunSummary:
-    """Run scenarios (in worker processes when ``jobs`` > 1); results in input order."""
+    """Run scenarios; results in input order.
+
+    In this process when there is one job and neither a time nor a memory limit, else in
+    isolated worker processes. ``on_result`` is called for each result as it is known
+    (resumed ones first). SIGINT/SIGTERM end the run early with ``interrupted`` set; with
+    ``options.resume``, finished results are journaled as they arrive and skipped next time.
+    """
     started = time.perf_counter()
     results: dict[int, ScenarioResult] = {}
-    interrupted = False
-    work = [(s, options.impls, options.artifacts, options.timeout_s) for s in scenarios]
+    notes: list[str] = []
+    interrupted: int | None = None
+    journal, digests, todo = _open_journal(scenarios, options, results, notes)
+    resumed = len(results)
     try:
-        if options.jobs <= 1 or len(work) <= 1:
-            for i, item in enumerate(work):
-                results[i] = _worker(item)
-                if on_result:
-                    on_result(results[i])
-        else:
-            with cf.ProcessPoolExecutor(
-                max_workers=min(options.jobs, len(work)), initializer=_init_worker
-            ) as pool:
-                futures = {pool.submit(_worker, item): i for i, item in enumerate(work)}
-                try:
-                    for future in cf.as_completed(futures):
-                        results[futures[future]] = future.result()
-                        if on_result:
-                            on_result(results[futures[future]])
-                except BaseException:
-                    for future in futures:
-                        future.cancel()
-                    raise
-    except KeyboardInterrupt:
-        interrupted = True
+        if on_result:
+            for i in sorted(results):
+                on_result(results[i])
+        stop = _StopSignals()
+
+        def finish(index: int, result: ScenarioResult) -> None:
+            nonlocal journal
+            with stop.deferred():
+                results[index] = result
+                if journal is not None:
+                    try:
+                        journal.append(scenarios[index], result_to_dict(result), digests[index])
+                    except OSError as exc:  # a full disk: go on, without the journal
+                        notes.append(
+                            f"{journal.path}: cannot append ({exc.strerror}); results after "
+                            f"{len(results) - 1} finished scenarios are not journaled"
+                        )
+                        journal.close()
+                        journal = None
+            if on_result:
+                on_result(result)
+
+        try:
+            with stop:
+                if options.isolated or (options.jobs > 1 and len(todo) > 1):
+                    _run_in_workers(scenarios, todo, options, finish, stop.deferred)
+                else:
+                    for i in todo:
+                        finish(i, _run_here(scenarios[i], options))
+        except KeyboardInterrupt as exc:
+            interrupted = getattr(exc, "signum", signal.SIGINT)
+    finally:
+        if journal is not None:
+            journal.close()
+            if journal.stale:
+                notes.append(
+                    f"{journal.path}: {journal.stale} entries no longer match their scenarios "
+                    "(was the profile edited?); those scenarios ran again"
+                )
     ordered = tuple(results[i] for i in sorted(results))
     return RunSummary(
         impls=tuple(s.name for s in options.impls),
         results=ordered,
         wall_seconds=time.perf_counter() - started,
-        interrupted=interrupted,
-        skipped=len(work) - len(ordered),
+        interrupted=interrupted is not None,
+        skipped=len(scenarios) - len(ordered),
+        interrupt_signal=interrupted,
+        resumed=resumed,
+        notes=tuple(notes),
     )
+
+
+def _run_here(scenario: Scenario, options: RunOptions) -> ScenarioResult:
+    return run_scenario(
+        scenario, options.impls, artifacts=options.artifacts, timeout_s=options.timeout_s
+    )
+
+
+def _run_in_workers(
+    scenarios: Sequence[Scenario],
+    todo: list[int],
+    options: RunOptions,
+    finish: Callable[[int, ScenarioResult], None],
+    guard: Callable[[], contextlib.AbstractContextManager[None]],
+) -> None:
+    from tracediff.workers import WorkerPool
+
+    kill_after = options.kill_after_s
+    # Writing a diverged scenario's traces re-runs each implementation once more.
+    artifacts_s = None if kill_after is None else kill_after * len(options.impls)
+    tasks = (
+        (
+            i,
+            (
+                scenarios[i],
+                options.impls,
+                options.artifacts,
+                options.timeout_s,
+                options.memory_limit_mb,
+                artifacts_s,
+            ),
+        )
+        for i in todo
+    )
+    pool = WorkerPool(
+        _run_task,
+        min(options.jobs, len(todo)) if todo else 1,
+        deadline_s=kill_after,
+        memory_limit_mb=options.memory_limit_mb,
+    )
+    pool.run(
+        tasks,
+        lambda outcome: finish(
+            outcome.index, _outcome_result(outcome, scenarios[outcome.index], options)
+        ),
+        guard,
+    )
+
+
+def _open_journal(
+    scenarios: Sequence[Scenario],
+    options: RunOptions,
+    results: dict[int, ScenarioResult],
+    notes: list[str],
+) -> tuple[Any, list[str], list[int]]:
+    """Open the --resume journal (if any), fill ``results`` with what it already holds;
+    returns the journal, each scenario's digest, and the indices still to run."""
+    if options.resume is None:
+        return None, [], list(range(len(scenarios)))
+    from tracediff.journal import Journal, identity_for, scenario_digest
+
+    identity = identity_for(
+        [s.name for s in options.impls], [s.target for s in options.impls], scenarios
+    )
+    journal = Journal.open(options.resume, identity)
+    notes.extend(journal.notes)
+    digests = [scenario_digest(s) for s in scenarios]
+    todo: list[int] = []
+    try:
+        for i, scenario in enumerate(scenarios):
+            stored = journal.lookup(scenario, digests[i])
+            if stored is None:
+                todo.append(i)
+            else:
+                results[i] = result_from_dict(stored, resumed=True)
+    except BaseException:
+        journal.close()
+        raise
+    return journal, digests, todo
+
+
+def result_to_dict(result: ScenarioResult) -> dict[str, Any]:
+    """A ScenarioResult as plain JSON data (the journal's form; see result_from_dict)."""
+    data = dataclasses.asdict(result)
+    data.pop("resumed")
+    return data
+
+
+def result_from_dict(data: dict[str, Any], *, resumed: bool = False) -> ScenarioResult:
+    """The inverse of :func:`result_to_dict`; raises JournalError on a malformed entry."""
+    from tracediff.errors import JournalError
+
+    try:
+        fields = dict(data)
+        fields["impls"] = tuple(ImplStats(**stats) for stats in fields["impls"])
+        fields["artifacts"] = tuple(fields.get("artifacts", ()))
+        return ScenarioResult(**fields, resumed=resumed)
+    except (TypeError, KeyError) as exc:
+        raise JournalError(f"a journal entry is not a scenario result: {exc}") from None
 
 
 def default_jobs() -> int:

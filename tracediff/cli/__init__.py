@@ -7,7 +7,8 @@ what to do; ``--debug`` shows the traceback instead.
 Only this package imports click. Each module adds its commands to the group in ``app``.
 """
 
-from tracediff.cli import run, traces  # noqa: F401  (registers the commands)
+# Importing the command modules registers their commands.
+from tracediff.cli import coverage, gate, golden, replay, run, shrink, traces  # noqa: F401
 from tracediff.cli.app import main
 
 __all__ = ["main"]

@@ -1,12 +1,16 @@
 """The command group and what every command shares: error mapping, option parsing.
 
-Exit codes: 0 all equal / all good; 1 a divergence, a scheduler error or a timeout (the
-findings); 2 bad input or usage. Errors print one line naming the file, seed or flag and
-what to do; ``--debug`` shows the traceback instead.
+Exit codes (docs/errors.md): 0 all equal / all good; 1 a divergence, a scheduler error or a
+timeout (the findings); 2 bad input or usage; 3 an internal error (a bug in tracediff);
+130 / 143 a run stopped by SIGINT / SIGTERM (128 + the signal number, as shells report it).
+Errors print one line naming the file, seed or flag and what to do; ``--debug`` shows the
+traceback instead. click's own usage errors (an unknown option, a value of the wrong type)
+are one line too.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -18,7 +22,13 @@ from tracediff import __version__
 from tracediff.errors import TracediffError, UsageError
 from tracediff.impls import ImplSpec, load, parse_impl
 
-EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def exit_interrupted(signum: int) -> int:
+    """The exit code of a run stopped by ``signum``: 128 + its number (130 SIGINT, 143
+    SIGTERM), what a shell reports for a process the signal killed."""
+    return 128 + int(signum)
 
 
 def _console(stderr: bool = False) -> Console:
@@ -30,16 +40,76 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 class TracediffGroup(click.Group):
-    """Maps TracediffError to one line on stderr and its exit code (no traceback)."""
+    """Maps every failure to one line on stderr and an exit code (no traceback):
+
+    TracediffError -> its ``exit_code``; a click usage error -> 2; OSError (a file that
+    cannot be read or written) -> 2; Ctrl-C outside a run -> 130; anything else is a bug in
+    tracediff -> 3. ``--debug`` re-raises instead (a traceback).
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            _fail_usage(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
+        debug = bool(ctx.obj and ctx.obj.get("debug"))
         try:
             return super().invoke(ctx)
-        except TracediffError as exc:
-            if ctx.obj and ctx.obj.get("debug"):
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            if debug:
                 raise
-            _fail(str(exc), exc.exit_code)
+            _fail_usage(exc)
+        except click.ClickException as exc:  # e.g. FileError, whose own exit code is 1
+            if debug:
+                raise
+            _fail(_one_line(exc.format_message()), EXIT_USAGE)
+        except TracediffError as exc:
+            if debug:
+                raise
+            _fail(_one_line(str(exc)), exc.exit_code)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            _fail("interrupted", exit_interrupted(signal.SIGINT))
+        except OSError as exc:
+            if debug:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            _fail(_one_line(f"{where}{exc.strerror or exc}"), EXIT_USAGE)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 3
+            if debug:
+                raise
+            _fail(
+                _one_line(
+                    f"internal error: {type(exc).__name__}: {exc} (a bug in tracediff; rerun "
+                    "with --debug for the traceback and report it)"
+                ),
+                EXIT_INTERNAL,
+            )
+
+
+def _fail_usage(exc: click.UsageError) -> NoReturn:
+    command = exc.ctx.command_path if exc.ctx else "tracediff"
+    _fail(f"{_one_line(exc.format_message())} (see '{command} --help')", EXIT_USAGE)
 
 
 @click.group(cls=TracediffGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,10 +136,26 @@ def _scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
     from tracediff.scenario.profiles import load_profile, parse_seeds
 
     profile = load_profile(profile_name or "quick")
-    seeds = parse_seeds(seeds_text) if seeds_text else profile.seeds
+    seeds = parse_seeds(seeds_text) if seeds_text is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     return [generate(profile, seed) for seed in seeds]
+
+
+def check_output_file(path: str | None, flag: str) -> None:
+    """Fail now (exit 2) if a file the command will write at its end cannot be written."""
+    if path is not None:
+        from tracediff.atomic import check_target
+
+        check_target(path, flag)
+
+
+def check_output_dir(path: str | None, flag: str) -> None:
+    """Create a directory the command will write into, or fail now (exit 2)."""
+    if path is not None:
+        from tracediff.atomic import ensure_directory
+
+        ensure_directory(path, flag)
 
 
 def _jobs(value: int | None) -> int:

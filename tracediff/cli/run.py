@@ -1,10 +1,17 @@
-"""``tracediff run``: implementations over a seed set, traces compared byte for byte."""
+"""``tracediff run``: implementations over a seed set, traces compared byte for byte.
+
+Everything that can be checked before the run is (flags, profile, implementations, every
+output path), so that bad input fails at once with exit 2 rather than after the run.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -24,10 +31,22 @@ from tracediff.cli.app import (
     _impl_specs,
     _jobs,
     _scenarios,
+    check_output_dir,
+    check_output_file,
+    exit_interrupted,
     main,
 )
 from tracediff.errors import UsageError
-from tracediff.runner import DIVERGED, IDENTICAL, RunOptions, RunSummary, ScenarioResult
+from tracediff.impls import CHECKED
+from tracediff.runner import (
+    DIVERGED,
+    ERROR,
+    IDENTICAL,
+    TIMEOUT,
+    RunOptions,
+    RunSummary,
+    ScenarioResult,
+)
 
 
 # -- run ------------------------------------------------------------------------------------
@@ -56,7 +75,26 @@ from tracediff.runner import DIVERGED, IDENTICAL, RunOptions, RunSummary, Scenar
     "timeout_s",
     type=float,
     default=None,
-    help="Per-scenario time limit in seconds; a scenario over it is a finding.",
+    help="Per-scenario time limit in seconds; a scenario over it is a finding. Scenarios then "
+    "run in worker processes, even with -j 1, so that a hang in C code is killed too.",
+)
+@click.option(
+    "--memory-limit",
+    "memory_limit_mb",
+    type=int,
+    default=None,
+    metavar="MB",
+    help="Address-space limit of each worker process; an implementation going over it is an "
+    "error finding (MemoryError). Scenarios then run in worker processes, even with -j 1.",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(),
+    default=None,
+    metavar="DIR",
+    help="Journal finished scenarios in DIR and skip those already there: rerun the same "
+    "command after an interruption to finish the run.",
 )
 @click.option(
     "--json",
@@ -64,6 +102,14 @@ from tracediff.runner import DIVERGED, IDENTICAL, RunOptions, RunSummary, Scenar
     type=click.Path(dir_okay=False),
     default=None,
     help="Also write the summary as JSON to this file.",
+)
+@click.option(
+    "--explain",
+    "explain_k",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Explain findings with K records of context (0: off).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def run(
@@ -74,26 +120,103 @@ def run(
     check: bool,
     artifacts: str | None,
     timeout_s: float | None,
+    memory_limit_mb: int | None,
+    resume_dir: str | None,
     json_path: str | None,
+    explain_k: int,
     no_progress: bool,
 ) -> None:
-    """Run implementations over a seed set and compare their traces byte for byte."""
+    """Run implementations over a seed set and compare their traces byte for byte.
+
+    Exit 0 all identical, 1 findings, 2 bad input; 130/143 when Ctrl-C/SIGTERM stopped it
+    (the summary of what finished is printed, and kept in the --resume journal).
+    """
+    check_flags(impls, check, timeout_s, memory_limit_mb)
+    if explain_k < 0:
+        raise UsageError(f"--explain takes a record count of 0 or more, got {explain_k}")
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
-    if timeout_s is not None and timeout_s <= 0:
-        raise UsageError(f"--timeout must be positive, got {timeout_s}")
+    job_count = _jobs(jobs)
+    if json_path and resume_dir:
+        from tracediff.journal import journal_path
+
+        if Path(json_path).resolve() == journal_path(resume_dir).resolve():
+            raise UsageError(
+                f"--json {json_path} is the --resume journal; write the summary elsewhere"
+            )
+    check_output_dir(artifacts, "--artifacts")
+    check_output_dir(resume_dir, "--resume")
+    check_output_file(json_path, "--json")  # after those: it may be inside one of them
     scenarios = _scenarios(profile_name, seeds)
-    options = RunOptions(impls=specs, jobs=_jobs(jobs), artifacts=artifacts, timeout_s=timeout_s)
+    options = RunOptions(
+        impls=specs,
+        jobs=job_count,
+        artifacts=artifacts,
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+        resume=resume_dir,
+    )
     summary = _run_with_progress(scenarios, options, show=not no_progress)
+    for note in summary.notes:
+        click.echo(f"tracediff: note: {note}", err=True)
     from tracediff.report.terminal import summary_renderable
 
     _console().print(summary_renderable(summary))
+    if not summary.ok and not summary.interrupted and explain_k > 0:
+        from tracediff.compare.explain import explain_results
+        from tracediff.compare.model import DiffReport
+        from tracediff.report.terminal import report_renderable
+
+        outcomes = explain_results(
+            scenarios,
+            summary.results,
+            specs,
+            suite=scenarios[0].profile,
+            context=explain_k,
+            jobs=job_count,
+        )
+        report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
+        _console().print(report_renderable(report))
     if json_path:
         from tracediff.atomic import write_text_atomic
 
         write_text_atomic(json_path, json.dumps(summary_to_dict(summary), indent=2) + "\n")
+    if summary.interrupted:
+        where = f"; rerun with --resume {resume_dir} to finish" if resume_dir else ""
+        click.echo(f"tracediff: stopped by {_signal_name(summary)}{where}", err=True)
+        sys.exit(exit_interrupted(summary.interrupt_signal or signal.SIGINT))
     sys.exit(EXIT_OK if summary.ok else EXIT_FINDING)
+
+
+def check_flags(
+    impls: Sequence[str], check: bool, timeout_s: float | None, memory_limit_mb: int | None
+) -> None:
+    """The flag values and combinations ``run`` refuses (exit 2), before any work."""
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    if memory_limit_mb is not None:
+        if memory_limit_mb <= 0:
+            raise UsageError(
+                f"--memory-limit must be a positive number of megabytes, got {memory_limit_mb}"
+            )
+        try:
+            import resource  # noqa: F401
+        except ImportError:
+            raise UsageError("--memory-limit is not supported on this platform") from None
+    chosen = list(impls) or ["reference", "optimized"]
+    if check and not any(name.strip() in CHECKED for name in chosen):
+        raise UsageError(
+            f"--check changes nothing here: none of {', '.join(chosen)} has a check mode "
+            f"(only {', '.join(sorted(CHECKED))} has); drop --check"
+        )
+
+
+def _signal_name(summary: RunSummary) -> str:
+    try:
+        return signal.Signals(summary.interrupt_signal or signal.SIGINT).name
+    except ValueError:
+        return f"signal {summary.interrupt_signal}"
 
 
 def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool) -> RunSummary:
@@ -121,7 +244,8 @@ def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool)
 
         def on_result(result: ScenarioResult) -> None:
             nonlocal findings, plans
-            plans += result.impls[0].plans if result.impls else 0
+            if not result.resumed:  # resumed plans were not run now: keep them out of the rate
+                plans += result.impls[0].plans if result.impls else 0
             if result.status != IDENTICAL:
                 findings += 1
             elapsed = progress.tasks[task].elapsed or 0.0
@@ -151,11 +275,17 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
         "impls": list(summary.impls),
         "ok": summary.ok,
         "interrupted": summary.interrupted,
+        "signal": summary.interrupt_signal,
         "scenarios": summary.scenarios,
+        "not_run": summary.skipped,
+        "resumed": summary.resumed,
         "plans": summary.plans,
         "identical": summary.count(IDENTICAL),
         "diverged": summary.count(DIVERGED),
+        "errors": summary.count(ERROR),
+        "timeouts": summary.count(TIMEOUT),
         "wall_seconds": round(summary.wall_seconds, 3),
+        "notes": list(summary.notes),
         "results": [
             {
                 "profile": r.profile,
@@ -168,6 +298,7 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
                 "failed_impl": r.failed_impl,
                 "message": r.message,
                 "artifacts": list(r.artifacts),
+                "resumed": r.resumed,
                 "impls": [
                     {"name": s.name, "plans": s.plans, "records": s.records, "digest": s.digest}
                     for s in r.impls

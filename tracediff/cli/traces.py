@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _scenarios, main
+from tracediff.cli.app import (
+    EXIT_FINDING,
+    EXIT_OK,
+    _console,
+    _scenarios,
+    check_output_file,
+    main,
+)
+from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport
 from tracediff.errors import UsageError
 from tracediff.impls import parse_impl
 
@@ -33,59 +41,106 @@ def record(profile_name: str, seed: int, impl: str, check: bool, output: str) ->
 
     (scenario,) = _scenarios(profile_name, str(seed))
     spec = parse_impl(impl, check=check)
-    _check_writable(output)
+    check_output_file(output, "-o/--output")
     path = write_trace(scenario, spec, ".", output)
     click.echo(f"wrote {path}: {scenario.features()}")
 
 
-def _check_writable(path: str) -> None:
-    parent = Path(path).parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {path}: directory {parent} does not exist")
+FORMATS = ("text", "json", "html")
 
 
 @main.command()
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
-def diff(a: str, b: str) -> None:
-    """Compare two trace files byte for byte; exit 0 equal, 1 different."""
-    from tracediff.trace import TraceReader, first_difference
+@click.argument("a", type=click.Path(dir_okay=False), required=False)
+@click.argument("b", type=click.Path(dir_okay=False), required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text: the terminal view; json: the versioned report (--load reads it); html: one "
+    "self-contained page with a timeline picture.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to this file (atomically) instead of standard output.",
+)
+@click.option(
+    "--context",
+    "context",
+    type=int,
+    default=DEFAULT_CONTEXT,
+    show_default=True,
+    help="Records shown before the divergence (the events since the previous plan too).",
+)
+@click.option(
+    "--load",
+    "load_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Present a JSON report written by --format json (or by gate) instead of comparing.",
+)
+def diff(
+    a: str | None, b: str | None, fmt: str, output: str | None, context: int, load_path: str | None
+) -> None:
+    """Compare two trace files and explain the first difference.
 
-    index = first_difference(a, b)
-    if index is None:
-        click.echo(f"identical: {a} and {b} have the same compared bytes")
-        sys.exit(EXIT_OK)
-    details = []
-    for path in (a, b):
-        record_ = _record_at(TraceReader(path), index)
-        if record_ is None:
-            details.append(f"{path}: ends before record {index}")
-        else:
-            details.append(f"{path}: {_describe_record(record_)}")
-    click.echo(f"different: first difference at record {index}")
-    for line in details:
-        click.echo(f"  {line}")
-    sys.exit(EXIT_FINDING)
+    Where (scenario, record, plan, clock, field path), what kind (decision, value with its
+    ULP distance, structure), and the records around it side by side. Exit 0 identical,
+    1 different (or a loaded report with findings), 2 bad input.
+    """
+    from tracediff.compare.explain import explain_traces
+
+    if context < 0:
+        raise UsageError(f"--context must be 0 or more, got {context}")
+    check_output_file(output, "-o/--output")
+    if load_path is not None:
+        if a is not None or b is not None:
+            raise UsageError("give either two trace files or --load REPORT.json, not both")
+        from tracediff.report.json_report import load as load_report
+
+        report = load_report(load_path)
+    else:
+        if a is None or b is None:
+            raise UsageError("diff needs two trace files A B (or --load REPORT.json)")
+        report = explain_traces(a, b, context=context)
+    present(report, fmt, output)
+    sys.exit(EXIT_OK if report.ok else EXIT_FINDING)
 
 
-def _record_at(reader: Any, index: int) -> dict[str, Any] | None:
-    if index == 0:
-        header: dict[str, Any] = reader.header
-        return header
-    for i, record_ in enumerate(reader.decoded_records(), start=1):
-        if i == index:
-            return dict(record_)
-    return None
+def present(report: DiffReport, fmt: str, output: str | None) -> None:
+    """Render a report as ``fmt`` into ``output`` (atomically) or onto standard output."""
+    from tracediff.report.terminal import diff_renderable
 
+    if fmt == "text" and output is None:
+        _console().print(diff_renderable(report))
+        return
+    if fmt == "text":
+        from rich.console import Console
 
-def _describe_record(record_: dict[str, Any]) -> str:
-    kind = record_.get("t", "header")
-    parts = [f"type {kind}"]
-    if "plan" in record_:
-        parts.append(f"plan {record_['plan']}")
-    if "now" in record_:
-        parts.append(f"clock {record_['now']} µs")
-    return ", ".join(parts)
+        buffer = io.StringIO()
+        Console(file=buffer, width=120, color_system=None, soft_wrap=False).print(
+            diff_renderable(report)
+        )
+        text = buffer.getvalue()
+    elif fmt == "json":
+        from tracediff.report.json_report import dumps
+
+        text = dumps(report)
+    else:
+        from tracediff.report.html import render
+
+        text = render(report)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from tracediff.atomic import write_text_atomic
+
+    write_text_atomic(output, text)
+    click.echo(f"wrote {output}", err=True)
 
 
 @main.command()

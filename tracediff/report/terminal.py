@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from collections.abc import Sequence
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tracediff.compare.model import (
+    DECISION,
+    FAILED,
+    PASSED,
+    STRUCTURE,
+    VALUE,
+    DiffReport,
+    Divergence,
+    RoundMark,
+    SignatureGroup,
+    StepOutcome,
+)
+from tracediff.compare.signature import group_signatures
+from tracediff.report import describe
 from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, RunSummary, ScenarioResult
 
 MAX_LISTED = 20
@@ -28,6 +45,8 @@ def summary_renderable(summary: RunSummary) -> RenderableType:
     table.add_row("timeouts", f"{summary.count(TIMEOUT):,}")
     if summary.skipped:
         table.add_row("not run (interrupted)", f"{summary.skipped:,}")
+    if summary.resumed:
+        table.add_row("taken from the --resume journal", f"{summary.resumed:,}")
     table.add_row("wall time", f"{summary.wall_seconds:.1f} s")
     for i, name in enumerate(summary.impls):
         plans = sum(r.impls[i].plans for r in summary.results if len(r.impls) > i)
@@ -79,8 +98,222 @@ def verdict_text(summary: RunSummary) -> Text:
             f"identical: {summary.scenarios:,} scenarios, {summary.plans:,} plans, {names}",
             style="bold green",
         )
-    bad = summary.scenarios - summary.count(IDENTICAL)
+    diverged = summary.count(DIVERGED)
+    failed = summary.count(ERROR) + summary.count(TIMEOUT)
+    parts = []
+    if diverged:
+        parts.append(f"{diverged:,} diverged")
+    if failed:
+        parts.append(f"{failed:,} failed (error or timeout)")
     return Text(
-        f"DIVERGED: {bad:,} of {summary.scenarios:,} scenarios differ ({names})",
+        f"FINDINGS: {', '.join(parts)} of {summary.scenarios:,} scenarios ({names})",
         style="bold red",
     )
+
+
+# -- divergences and diff reports ------------------------------------------------------------
+MAX_CHANGES_SHOWN = 12
+MAX_TRACEBACK_LINES = 20
+
+
+class DivergenceView:
+    """A divergence as a rich renderable: headline, field changes, context side by side.
+
+    Compose it like any renderable (``console.print(DivergenceView(d))``, inside a Group);
+    comparison stays free of rich, this view only reads what it found.
+    """
+
+    def __init__(self, divergence: Divergence, *, title: str = "first divergence") -> None:
+        self.divergence = divergence
+        self.title = title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        d = self.divergence
+        a, b = d.impls
+        facts = Table.grid(padding=(0, 2))
+        facts.add_column(style="bold")
+        facts.add_column()
+        facts.add_row("scenario", describe.scenario_line(d))
+        facts.add_row("compared", f"A = {a}, B = {b}")
+        facts.add_row("where", describe.where(d))
+        facts.add_row("field", Text(d.location, style="bold"))
+        facts.add_row("kind", Text(describe.kind_line(d), style=_KIND_STYLE.get(d.kind, "")))
+        facts.add_row("signature", str(d.signature))
+        parts: list[RenderableType] = [facts]
+        if d.changes:
+            parts.append(_changes_table(d))
+        if d.kind in (ERROR, TIMEOUT) and d.message:
+            lines = d.message.splitlines()
+            shown = lines[-MAX_TRACEBACK_LINES:]
+            if len(lines) > len(shown):
+                shown.insert(0, f"... ({len(lines) - len(shown)} lines above)")
+            parts.append(Text("\n".join(shown), style="red"))
+        if d.context:
+            parts.append(_context_table(d))
+        if d.timeline_a or d.timeline_b:
+            parts.append(_rounds_table(d))
+        for note in d.notes:
+            parts.append(Text(f"note: {note}", style="yellow"))
+        yield Panel(Group(*parts), title=f"{self.title} · {d.label}", title_align="left")
+
+
+_KIND_STYLE = {
+    DECISION: "bold red",
+    VALUE: "bold yellow",
+    STRUCTURE: "bold magenta",
+    ERROR: "bold red",
+    TIMEOUT: "bold red",
+}
+
+
+def _changes_table(d: Divergence) -> Table:
+    a, b = (describe.short_name(name) for name in d.impls)
+    table = Table(title=f"fields that differ ({d.total_changes})", title_justify="left")
+    table.add_column("field")
+    table.add_column(f"A: {a}", overflow="fold")
+    table.add_column(f"B: {b}", overflow="fold")
+    table.add_column("ULPs", justify="right")
+    table.add_column("rel. error", justify="right")
+    for change in d.changes[:MAX_CHANGES_SHOWN]:
+        table.add_row(
+            change.location,
+            describe.short(change.a),
+            describe.short(change.b),
+            describe.ulps_count(change.ulps),
+            "-" if change.rel_error is None else f"{change.rel_error:.2e}",
+        )
+    if d.total_changes > MAX_CHANGES_SHOWN:
+        table.caption = f"... and {d.total_changes - MAX_CHANGES_SHOWN} more"
+    return table
+
+
+def _context_table(d: Divergence) -> Table:
+    a, b = (describe.short_name(name) for name in d.impls)
+    table = Table(title="context", caption=describe.context_caption(d), title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column(f"A: {a}", overflow="fold", ratio=1)
+    table.add_column(f"B: {b}", overflow="fold", ratio=1)
+    for row in d.context:
+        left = describe.record_summary(row.a, row.index)
+        if row.same:
+            table.add_row(str(row.index), left, Text("≡ same", style="dim"))
+        else:
+            right = describe.record_summary(row.b, row.index)
+            if row.b is None and d.kind == ERROR:
+                right = f"raised: {describe.failure_tail(d)}"
+            table.add_row(Text(f"≠ {row.index}", style="bold red"), left, Text(right, style="bold"))
+    return table
+
+
+def _rounds_table(d: Divergence) -> Table:
+    a, b = (describe.short_name(name) for name in d.impls)
+    table = Table(title="rounds around the divergence", title_justify="left")
+    table.add_column("plan", justify="right")
+    table.add_column(f"A: {a}", overflow="fold")
+    table.add_column(f"B: {b}", overflow="fold")
+    marks_b = {m.plan: m for m in d.timeline_b}
+    plans = sorted({m.plan for m in d.timeline_a} | set(marks_b))
+    marks_a = {m.plan: m for m in d.timeline_a}
+    shown = [p for p in plans if d.plan is None or p >= d.plan - 3][:8]
+    for plan in shown:
+        left, right = marks_a.get(plan), marks_b.get(plan)
+        differ = left != right
+        table.add_row(
+            Text(str(plan), style="bold red" if differ else ""),
+            _round_cell(left),
+            _round_cell(right) if differ else Text("≡ same", style="dim"),
+        )
+    return table
+
+
+def _round_cell(mark: RoundMark | None) -> str:
+    if mark is None:
+        return "—"
+    if mark.idle:
+        return "no round"
+    if mark.lanes == 0:
+        return f"{mark.source}: prefill only"
+    extra = " +prefill" if mark.prefill else ""
+    return (
+        f"{mark.source} {mark.shape} · {describe.plural(mark.lanes, 'lane')}, "
+        f"{describe.plural(mark.drafts, 'draft')}{extra}"
+    )
+
+
+def groups_renderable(groups: Sequence[SignatureGroup]) -> Table:
+    table = Table(title=f"signatures ({len(groups)})", header_style="bold", title_justify="left")
+    table.add_column("kind")
+    table.add_column("signature (field path)")
+    table.add_column("count", justify="right")
+    table.add_column("smallest scenario")
+    for group in groups:
+        small = group.smallest
+        table.add_row(
+            Text(group.signature.kind, style=_KIND_STYLE.get(group.signature.kind, "")),
+            group.signature.path,
+            f"{group.count:,}",
+            f"{small.label} ({describe.plural(small.requests, 'request')}, "
+            f"{describe.plural(small.plans, 'plan')})",
+        )
+    return table
+
+
+def steps_renderable(steps: Sequence[StepOutcome]) -> Table:
+    table = Table(title="gate", header_style="bold", title_justify="left")
+    table.add_column("step")
+    table.add_column("result")
+    table.add_column("detail")
+    for step in steps:
+        style = {PASSED: "green", FAILED: "bold red"}.get(step.status, "yellow")
+        table.add_row(step.name, Text(step.status, style=style), step.detail)
+    return table
+
+
+def report_renderable(report: DiffReport, *, explained: int = 3) -> RenderableType:
+    """A run's or gate's findings: steps, signature groups, the smallest of the first groups
+    explained in full, and a verdict line."""
+    parts: list[RenderableType] = []
+    if report.steps:
+        parts.append(steps_renderable(report.steps))
+    groups = group_signatures(report.divergences)
+    if groups:
+        parts.append(groups_renderable(groups))
+        for group in groups[:explained]:
+            parts.append(DivergenceView(group.smallest, title=str(group.signature)))
+        if len(groups) > explained:
+            parts.append(Text(f"... {len(groups) - explained} more signatures in the reports"))
+    findings = report.findings
+    if report.ok:
+        verdict = Text(
+            f"all good: {describe.plural(len(report.outcomes), 'scenario')}, "
+            f"{report.plans:,} plans, {' vs '.join(report.impls)}",
+            style="bold green",
+        )
+    else:
+        verdict = Text(
+            f"FINDINGS: {len(findings):,} of {describe.plural(len(report.outcomes), 'scenario')} "
+            f"({' vs '.join(report.impls)})",
+            style="bold red",
+        )
+    parts.append(verdict)
+    return Group(*parts)
+
+
+def diff_renderable(report: DiffReport) -> RenderableType:
+    """``tracediff diff``: one line when identical, else the explained first difference."""
+    outcome = report.outcomes[0] if report.outcomes else None
+    if outcome is None or outcome.divergence is None:
+        if len(report.outcomes) > 1 or report.steps:
+            return report_renderable(report)
+        names = " and ".join(report.impls)
+        return Text(f"identical: {names} have the same compared bytes", style="bold green")
+    if len(report.outcomes) > 1 or report.steps:
+        return report_renderable(report)
+    d = outcome.divergence
+    head = Text(
+        f"different: first difference at record {d.index}"
+        + (f" (plan {d.plan})" if d.plan is not None else "")
+        + f": {d.kind}",
+        style="bold red",
+    )
+    return Group(head, DivergenceView(d))

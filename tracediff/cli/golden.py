@@ -1,0 +1,408 @@
+"""``tracediff golden`` (check, update, review, accept, reject) and ``tracediff selfcheck``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console, Group, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, _jobs, main
+from tracediff.errors import UsageError
+
+
+def _text_console(stderr: bool = False) -> Console:
+    """The CLI's console with long lines kept whole (commands to copy, paths)."""
+    console = _console(stderr=stderr)
+    console.soft_wrap = True
+    return console
+
+
+MAX_LISTED = 20
+
+
+@contextmanager
+def _bar(show: bool, total: int, label: str) -> Iterator[Callable[[Any], None]]:
+    """A progress bar on stderr (only on a terminal); yields the per-result callback."""
+    console = _text_console(stderr=True)
+    if not show or not console.is_terminal or total <= 1:
+        yield lambda _result: None
+        return
+    progress = Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(label, total=total)
+        yield lambda _result: progress.advance(task)
+
+
+def _profile_size(profile_name: str) -> int:
+    from tracediff.scenario.profiles import load_profile
+
+    return len(load_profile(profile_name).seeds)
+
+
+golden_dir_option = click.option(
+    "--golden-dir",
+    default="golden",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory of the golden manifests and traces.",
+)
+artifacts_option = click.option(
+    "--artifacts",
+    default=None,
+    help="Artifacts directory: pending files in CI, traces of mismatches "
+    "(default $TRACEDIFF_ARTIFACTS or ./artifacts).",
+)
+
+
+@main.group()
+def golden() -> None:
+    """Golden digests of the reference: check, update, review, accept, reject."""
+
+
+@golden.command("check")
+@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--impl",
+    "impl",
+    default="reference",
+    show_default=True,
+    help="The implementation to check (run alone) against the manifest.",
+)
+@click.option("--check", "check_mode", is_flag=True, help="Check mode for optimized.")
+@click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
+@golden_dir_option
+@artifacts_option
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--no-progress", is_flag=True)
+def check_command(
+    profile_name: str,
+    impl: str,
+    check_mode: bool,
+    jobs: int | None,
+    timeout_s: float | None,
+    golden_dir: str,
+    artifacts: str | None,
+    json_path: str | None,
+    no_progress: bool,
+) -> None:
+    """Run one implementation alone and compare its digests with the profile's manifest.
+
+    Exit 0 when every digest matches, 1 on a mismatch (each explained by a re-run against
+    the reference), 2 when there is no manifest or on bad input.
+    """
+    from tracediff.golden import MISSING, check
+
+    (spec,) = _impl_specs((impl,), check_mode, ("reference",))
+    with _bar(not no_progress, _profile_size(profile_name), "golden check") as advance:
+        outcome = check(
+            profile_name,
+            spec,
+            golden_dir=golden_dir,
+            jobs=_jobs(jobs),
+            timeout_s=timeout_s,
+            artifacts=artifacts,
+            on_result=advance,
+        )
+    if json_path:
+        from tracediff.atomic import write_text_atomic
+
+        write_text_atomic(json_path, json.dumps(outcome.to_dict(), indent=1) + "\n")
+    if outcome.status == MISSING:
+        raise UsageError(
+            f"golden check: no manifest for profile {outcome.profile}: {outcome.message}"
+        )
+    console = _text_console()
+    if outcome.ok:
+        console.print(outcome.summary(), style="bold green")
+        sys.exit(EXIT_OK)
+    table = Table(title=outcome.summary(), header_style="bold")
+    for column in ("seed", "kind", "plans (golden → now)", "explanation"):
+        table.add_column(column)
+    for m in outcome.mismatches[:MAX_LISTED]:
+        plans = f"{m.expected.plans if m.expected else '-'} → {m.actual.plans if m.actual else '-'}"
+        table.add_row(str(m.seed), m.kind, plans, m.explanation)
+    if len(outcome.mismatches) > MAX_LISTED:
+        table.caption = f"... and {len(outcome.mismatches) - MAX_LISTED} more"
+    console.print(table)
+    if outcome.artifacts:
+        folders = sorted({str(Path(a).parent) for a in outcome.artifacts})
+        console.print(f"kept {len(outcome.artifacts)} files in {', '.join(folders)}", markup=False)
+    console.print(
+        f"MISMATCH: {spec.name} differs from {outcome.manifest} on "
+        f"{len(outcome.mismatches)} scenarios",
+        style="bold red",
+    )
+    sys.exit(EXIT_FINDING)
+
+
+@golden.command("update")
+@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--impl",
+    "impl",
+    default="reference",
+    show_default=True,
+    help="Whose digests the manifest holds (the reference).",
+)
+@click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
+@golden_dir_option
+@artifacts_option
+@click.option("--no-progress", is_flag=True)
+def update_command(
+    profile_name: str,
+    impl: str,
+    jobs: int | None,
+    golden_dir: str,
+    artifacts: str | None,
+    no_progress: bool,
+) -> None:
+    """Write pending golden files (<profile>.json.new, traces/*.trace.new) when anything
+    changed; accepted files are never overwritten (review, then accept or reject)."""
+    from tracediff.golden import in_ci, update
+
+    with _bar(not no_progress, _profile_size(profile_name), "golden update") as advance:
+        outcome = update(
+            profile_name,
+            golden_dir=golden_dir,
+            impl=impl,
+            jobs=_jobs(jobs),
+            artifacts=artifacts,
+            on_result=advance,
+        )
+    console = _text_console()
+    if outcome.status == "failed":
+        for failure in outcome.failures[:MAX_LISTED]:
+            console.print(
+                f"  seed {failure.seed}: {failure.status}: {failure.message}", markup=False
+            )
+        console.print(
+            f"golden update failed: {impl} failed on {len(outcome.failures)} scenarios of "
+            f"{outcome.profile}; nothing written",
+            style="bold red",
+        )
+        sys.exit(EXIT_FINDING)
+    if outcome.status == "unchanged":
+        console.print(
+            f"golden {outcome.profile}: up to date ({outcome.scenarios:,} scenarios, "
+            f"{outcome.plans:,} plans, {outcome.seconds:.1f} s); nothing written",
+            style="bold green",
+        )
+        sys.exit(EXIT_OK)
+    for path in outcome.written:
+        console.print(f"wrote {path}", markup=False)
+    if outcome.change is not None:
+        console.print(_change_renderable(outcome.change))
+    where = " (CI=true: in the artifacts directory)" if in_ci() else ""
+    console.print(
+        f"pending{where}: review with `tracediff golden review --profile {outcome.profile}`, "
+        f"then accept or reject",
+        markup=False,
+    )
+    sys.exit(EXIT_OK)
+
+
+def _change_renderable(change: Any) -> Any:
+    table = Table(title=f"golden {change.profile}: pending changes", header_style="bold")
+    table.add_column("what")
+    table.add_column("seeds")
+    if change.current is None:
+        table.add_row("new manifest", f"{len(change.added)} seeds")
+    else:
+        table.add_row("added", _seeds(change.added))
+        table.add_row("removed", _seeds(change.removed))
+        table.add_row(
+            "digest changed",
+            _seeds(tuple(new.seed for _old, new in change.changed)),
+        )
+    table.add_row("traces added", _seeds(change.traces_added))
+    table.add_row("traces removed", _seeds(change.traces_removed))
+    table.add_row("traces changed", _seeds(change.traces_changed))
+    for line in change.header:
+        table.add_row("header", line)
+    if change.changed:
+        detail = Table(title="changed digests", header_style="bold")
+        for column in ("seed", "plans", "records", "digest"):
+            detail.add_column(column)
+        for old, new in change.changed[:MAX_LISTED]:
+            detail.add_row(
+                str(new.seed),
+                f"{old.plans} → {new.plans}",
+                f"{old.records} → {new.records}",
+                f"{old.digest[:12]} → {new.digest[:12]}",
+            )
+        if len(change.changed) > MAX_LISTED:
+            detail.caption = f"... and {len(change.changed) - MAX_LISTED} more"
+        return Group(table, detail)
+    return table
+
+
+def _seeds(seeds: tuple[int, ...]) -> str:
+    if not seeds:
+        return "-"
+    shown = ", ".join(str(s) for s in seeds[:30])
+    return f"{len(seeds)}: {shown}" + (" ..." if len(seeds) > 30 else "")
+
+
+@golden.command("review")
+@click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
+@golden_dir_option
+@artifacts_option
+@click.option("--json", "as_json", is_flag=True, help="The changes as JSON.")
+def review_command(
+    profile_name: str | None, golden_dir: str, artifacts: str | None, as_json: bool
+) -> None:
+    """Show what the pending golden files change: seeds added, removed, digests changed."""
+    from tracediff.golden import review
+
+    changes = review(profile_name, golden_dir=golden_dir, artifacts=artifacts)
+    if as_json:
+        sys.stdout.write(json.dumps([c.to_dict() for c in changes], indent=1) + "\n")
+        return
+    console = _text_console()
+    if not changes:
+        console.print(f"no pending golden updates in {golden_dir}", markup=False)
+        return
+    for change in changes:
+        console.print(_change_renderable(change))
+        if change.empty:
+            console.print("  (no change in content)")
+
+
+@golden.command("accept")
+@click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
+@golden_dir_option
+def accept_command(profile_name: str | None, golden_dir: str) -> None:
+    """Move the pending golden files into place (refused with CI=true)."""
+    from tracediff.golden import accept
+
+    for resolution in accept(profile_name, golden_dir=golden_dir):
+        _text_console().print(
+            f"accepted golden {resolution.profile}: {len(resolution.moved)} files in place"
+            + (f", {len(resolution.removed)} old traces removed" if resolution.removed else ""),
+            markup=False,
+        )
+
+
+@golden.command("reject")
+@click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
+@golden_dir_option
+@artifacts_option
+def reject_command(profile_name: str | None, golden_dir: str, artifacts: str | None) -> None:
+    """Delete the pending golden files."""
+    from tracediff.golden import reject
+
+    for resolution in reject(profile_name, golden_dir=golden_dir, artifacts=artifacts):
+        _text_console().print(
+            f"rejected golden {resolution.profile}: {len(resolution.removed)} pending files "
+            "removed",
+            markup=False,
+        )
+
+
+# -- selfcheck --------------------------------------------------------------------------------
+@main.command()
+@click.option("--profile", "profile_name", default=None, help="Seed-set profile (default quick).")
+@click.option("--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7.")
+@click.option(
+    "--impl",
+    "impls",
+    multiple=True,
+    help="Implementation to self-check (repeat; default reference and optimized).",
+)
+@click.option("--check", is_flag=True, help="Check mode for optimized.")
+@click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--no-progress", is_flag=True)
+def selfcheck(
+    profile_name: str | None,
+    seeds: str | None,
+    impls: tuple[str, ...],
+    check: bool,
+    jobs: int | None,
+    timeout_s: float | None,
+    json_path: str | None,
+    no_progress: bool,
+) -> None:
+    """Run each implementation twice per scenario (two fresh instances) and compare.
+
+    Reports nondeterminism (the two runs differ), apart from any divergence between
+    implementations. Exit 0 when every implementation is deterministic, 1 otherwise.
+    """
+    from tracediff.cli.app import _scenarios
+    from tracediff.selfcheck import self_check
+
+    specs = _impl_specs(impls, check, ("reference", "optimized"))
+    scenarios = _scenarios(profile_name, seeds)
+    with _bar(not no_progress, len(scenarios) * len(specs), "self-check") as advance:
+        summary = self_check(
+            scenarios, specs, jobs=_jobs(jobs), timeout_s=timeout_s, on_result=advance
+        )
+    if json_path:
+        from tracediff.atomic import write_text_atomic
+
+        write_text_atomic(json_path, json.dumps(summary.to_dict(), indent=1) + "\n")
+    _text_console().print(selfcheck_renderable(summary))
+    sys.exit(EXIT_OK if summary.ok else EXIT_FINDING)
+
+
+def selfcheck_renderable(summary: Any) -> RenderableType:
+    """The self-check's findings table (if any) and its verdict line; ``tracediff run
+    --self-check`` prints the same under the run's summary."""
+    from tracediff.selfcheck import ERROR, NONDETERMINISTIC, TIMEOUT
+
+    parts: list[RenderableType] = []
+    findings = [r for r in summary.results if r.status in (NONDETERMINISTIC, ERROR, TIMEOUT)]
+    if findings:
+        table = Table(title=f"self-check findings ({len(findings)})", header_style="bold")
+        for column in ("scenario", "impl", "status", "record", "type", "plan", "detail"):
+            table.add_column(column)
+        for r in findings[:MAX_LISTED]:
+            table.add_row(
+                r.label,
+                r.impl,
+                r.status,
+                "-" if r.divergence is None else str(r.divergence),
+                r.record_type or "-",
+                "-" if r.plan is None else str(r.plan),
+                r.message[:80],
+            )
+        if len(findings) > MAX_LISTED:
+            table.caption = f"... and {len(findings) - MAX_LISTED} more"
+        parts.append(table)
+    scenarios_n = len({(r.profile, r.seed) for r in summary.results})
+    if summary.ok:
+        parts.append(
+            Text(
+                f"deterministic: {', '.join(summary.impls)} each decided the same twice on "
+                f"{scenarios_n:,} scenarios ({summary.wall_seconds:.1f} s)",
+                style="bold green",
+            )
+        )
+    else:
+        bad = sorted({r.impl for r in summary.nondeterministic})
+        parts.append(
+            Text(
+                f"NONDETERMINISTIC: {', '.join(bad)} decided differently on a second run in "
+                f"{len(summary.nondeterministic)} of {scenarios_n:,} scenarios",
+                style="bold red",
+            )
+        )
+    return Group(*parts)

@@ -1,0 +1,148 @@
+"""``tracediff replay``: re-drive an implementation from a trace and check every decision."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+
+from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
+from tracediff.errors import UsageError
+
+
+def _text_console(stderr: bool = False) -> Console:
+    """The CLI's console with long lines kept whole (commands to copy, paths)."""
+    console = _console(stderr=stderr)
+    console.soft_wrap = True
+    return console
+
+
+VALUE_WIDTH = 200
+
+
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option(
+    "--impl",
+    "impl",
+    default="reference",
+    show_default=True,
+    help="Implementation to replay into: built-in name, package.module:attr, or entry point.",
+)
+@click.option("--check", is_flag=True, help="Check mode for optimized.")
+@click.option(
+    "--until",
+    type=int,
+    default=None,
+    help="Stop at this plan number (after checking it) and show the state before it.",
+)
+@click.option(
+    "--state",
+    "show_state",
+    is_flag=True,
+    help="Show the implementation's state: before plan --until, before a mismatching plan, "
+    "or at the end.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result (and state) as JSON.")
+def replay(
+    trace: str, impl: str, check: bool, until: int | None, show_state: bool, as_json: bool
+) -> None:
+    """Feed TRACE's recorded inputs to an implementation and compare its decisions.
+
+    Arrivals and completions are applied at their recorded clock times and each recorded
+    plan record becomes a plan(now) call; every plan and retirement the implementation
+    makes must equal the recorded one byte for byte. Exit 0 when all do, 1 at the first
+    that does not (or when the implementation raises), 2 on bad input.
+    """
+    from tracediff.replay import MATCH, MISMATCH
+    from tracediff.replay import replay as run_replay
+
+    if until is not None and until < 1:
+        raise UsageError(f"--until must be a plan number (1 or more), got {until}")
+    (spec,) = _impl_specs((impl,), check, ("reference",))
+    want_state = show_state or until is not None
+    result = run_replay(trace, spec, until=until, want_state=want_state)
+    if result.status == MATCH and until is not None and not result.stopped:
+        raise UsageError(
+            f"{trace} has no plan {until} (it has {result.plans} plans); pass a smaller --until"
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=1) + "\n")
+        sys.exit(EXIT_OK if result.ok else EXIT_FINDING)
+    console = _text_console()
+    if result.status == MATCH:
+        if result.stopped:
+            console.print(
+                f"identical up to plan {until}: {result.decisions:,} decisions of {spec.name} "
+                f"match {trace} ({result.records:,} records)",
+                style="bold green",
+            )
+        else:
+            console.print(
+                f"identical: {spec.name} makes all {result.decisions:,} decisions of {trace} "
+                f"({result.plans:,} plans, {result.records:,} records)",
+                style="bold green",
+            )
+        if result.plan_record is not None:
+            console.print(_plan_summary(result.plan_record), markup=False)
+    elif result.status == MISMATCH:
+        assert result.mismatch is not None
+        m = result.mismatch
+        console.print(
+            f"MISMATCH at record {m.index} (plan {m.plan}, {m.record_type} record): {m.reason}",
+            style="bold red",
+        )
+        if m.field is not None:
+            expected, actual = m.values()
+            console.print(f"  field    {m.field}", markup=False)
+            console.print(f"  recorded {_short(expected)}", markup=False)
+            console.print(f"  replayed {_short(actual)}", markup=False)
+        elif m.actual is None:
+            console.print(f"  recorded {_short(m.expected)}", markup=False)
+        else:
+            console.print(f"  {spec.name}: {_short(m.actual)}", markup=False)
+        if m.plan is not None and not want_state:
+            console.print(
+                f"  inspect: tracediff replay {trace} --impl {impl} --until {m.plan} --state",
+                markup=False,
+            )
+    else:
+        console.print(
+            f"ERROR: {spec.name} raised at record {result.error_index} "
+            f"(plan {result.error_plan}): {result.message}",
+            style="bold red",
+            markup=False,
+        )
+    if want_state:
+        if result.state is not None:
+            from tracediff.report.state import state_renderable
+
+            console.print(state_renderable(result.state, f"{spec.name} {result.state_at}"))
+        elif result.state_at:
+            console.print(f"state {result.state_at}", markup=False)
+    sys.exit(EXIT_OK if result.ok else EXIT_FINDING)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 3] + "..."
+
+
+def _plan_summary(record: dict[str, Any]) -> str:
+    round_ = record.get("round")
+    if round_ is None:
+        decided = "no round"
+    else:
+        lanes = " ".join(f"{lane[0]}:{lane[2]}" for lane in round_[6]) if len(round_) > 6 else ""
+        decided = (
+            f"{round_[0]} round, kind {round_[1]}, b_pad {round_[2]}, width {round_[3]}, "
+            f"lanes (request:prefix) {lanes or '-'}"
+        )
+    return (
+        f"plan {record.get('plan')} at {record.get('now')} µs: "
+        f"{len(record.get('candidates', []))} candidates, "
+        f"{len(record.get('pruned', []))} pruned, winner {record.get('winner')}, {decided}"
+    )

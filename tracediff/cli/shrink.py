@@ -1,0 +1,314 @@
+"""``tracediff shrink`` and ``tracediff fuzz``: small repros of divergences."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
+from tracediff.errors import UsageError
+
+
+def _text_console(stderr: bool = False) -> Console:
+    """The CLI's console with long lines kept whole (commands to copy, paths)."""
+    console = _console(stderr=stderr)
+    console.soft_wrap = True
+    return console
+
+
+DEFAULT_IMPLS = ("reference", "optimized")
+
+
+@contextmanager
+def _progress_line(show: bool, label: str) -> Iterator[Callable[[str], None]]:
+    """A one-line live status on stderr (only on a terminal); yields its update function."""
+    console = _text_console(stderr=True)
+    if not show or not console.is_terminal:
+        yield lambda _text: None
+        return
+    with console.status(label) as status:
+        yield lambda text: status.update(f"{label} {text}")
+
+
+def _impl_args(names: tuple[str, ...]) -> str:
+    return " ".join(f"--impl {shlex.quote(n)}" for n in names)
+
+
+# -- shrink -----------------------------------------------------------------------------------
+@main.command()
+@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option("--seed", type=int, default=None, help="The diverging scenario's seed.")
+@click.option(
+    "--scenario",
+    "scenario_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Start from a scenario JSON file (e.g. a saved regression) instead of a seed.",
+)
+@click.option(
+    "--impl",
+    "impls",
+    multiple=True,
+    help="Implementations to compare (repeat; default: the file's, else reference and optimized).",
+)
+@click.option("--check", is_flag=True, help="Check mode for optimized.")
+@click.option(
+    "--timeout-s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Stop shrinking after this many seconds; the best repro so far is kept.",
+)
+@click.option(
+    "--save",
+    is_flag=True,
+    help="Write the shrunk scenario into the regression corpus (CI=true: the artifacts dir).",
+)
+@click.option(
+    "--regressions",
+    default="scenarios/regressions",
+    show_default=True,
+    help="The regression corpus directory --save writes into.",
+)
+@click.option(
+    "--artifacts",
+    default=None,
+    help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS or ./artifacts.",
+)
+@click.option("--note", default="", help="A note stored with the saved scenario.")
+@click.option(
+    "--traces",
+    "traces_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write the shrunk scenario's traces (one per implementation) here.",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--no-progress", is_flag=True, help="No live progress line.")
+def shrink(
+    profile_name: str,
+    seed: int | None,
+    scenario_file: str | None,
+    impls: tuple[str, ...],
+    check: bool,
+    timeout_s: float,
+    save: bool,
+    regressions: str,
+    artifacts: str | None,
+    note: str,
+    traces_dir: str | None,
+    json_path: str | None,
+    no_progress: bool,
+) -> None:
+    """Minimise a diverging scenario while its divergence keeps the same signature.
+
+    Exit 1 when the scenario fails (the shrunk repro is the finding), 0 when the
+    implementations agree on it (nothing to shrink), 2 on bad input.
+    """
+    from tracediff.cli.app import _scenarios
+    from tracediff.shrink import ShrinkProgress, load_regression, save_regression
+    from tracediff.shrink import shrink as run_shrink
+
+    if timeout_s <= 0:
+        raise UsageError(f"--timeout-s must be positive, got {timeout_s}")
+    if (seed is None) == (scenario_file is None):
+        raise UsageError("give exactly one of --seed N (with --profile) or --scenario FILE")
+    saved_impls: tuple[str, ...] = ()
+    if scenario_file is not None:
+        scenario, saved_impls = load_regression(scenario_file)
+    else:
+        (scenario,) = _scenarios(profile_name, str(seed))
+    specs = _impl_specs(impls, check, saved_impls or DEFAULT_IMPLS)
+    if len(specs) < 2:
+        raise UsageError("--impl needs at least two implementations to compare")
+    with _progress_line(not no_progress, f"shrinking {scenario.profile}:{scenario.seed}") as show:
+
+        def on_progress(p: ShrinkProgress) -> None:
+            show(
+                f"[{p.pass_name}] {p.requests} requests, {p.plans} plans; "
+                f"{p.attempts} tried, {p.improvements} kept, {p.elapsed:.0f} s"
+            )
+
+        result = run_shrink(scenario, specs, timeout_s=timeout_s, on_progress=on_progress)
+    console = _text_console()
+    names = tuple(s.name for s in specs)
+    if not result.failing:
+        console.print(
+            f"identical: {' and '.join(names)} agree on {scenario.profile}:{scenario.seed}; "
+            "nothing to shrink",
+            style="bold green",
+        )
+        sys.exit(EXIT_OK)
+    table = Table(title=f"shrink {scenario.profile}:{scenario.seed}", header_style="bold")
+    for column in ("", "requests", "plans"):
+        table.add_column(column, justify="right" if column else "left")
+    table.add_row("before", str(result.before[0]), str(result.before[1]))
+    table.add_row("after", str(result.after[0]), str(result.after[1]))
+    console.print(table)
+    from tracediff.shrink import describe_signature
+
+    console.print(f"signature: {describe_signature(result.signature)}", markup=False)
+    console.print(
+        f"{result.attempts} candidates tried, {result.improvements} kept, "
+        f"{result.seconds:.1f} s" + ("" if result.complete else " (time limit reached)"),
+        markup=False,
+    )
+    console.print(f"shrunk scenario: {result.shrunk.features()}", markup=False)
+    saved = None
+    if save:
+        saved = save_regression(result, regressions=regressions, artifacts=artifacts, note=note)
+        console.print(f"saved {saved}", markup=False)
+        console.print(
+            f"repro: tracediff shrink --scenario {shlex.quote(str(saved))} {_impl_args(names)}",
+            markup=False,
+        )
+    elif scenario_file is not None:
+        console.print(
+            f"repro: tracediff shrink --scenario {shlex.quote(scenario_file)} {_impl_args(names)}",
+            markup=False,
+        )
+    else:
+        console.print(
+            f"repro: tracediff shrink --profile {shlex.quote(profile_name)} --seed "
+            f"{scenario.seed} {_impl_args(names)} --save",
+            markup=False,
+        )
+    traces: list[str] = []
+    if traces_dir is not None:
+        from pathlib import Path
+
+        from tracediff.runner import write_trace
+
+        Path(traces_dir).mkdir(parents=True, exist_ok=True)
+        traces = [write_trace(result.shrunk, spec, traces_dir) for spec in specs]
+        console.print(f"traces: {' '.join(traces)}", markup=False)
+        console.print(f"  tracediff diff {traces[0]} {traces[1]}", markup=False)
+        console.print(
+            f"  tracediff replay {traces[0]} --impl {shlex.quote(names[1])}", markup=False
+        )
+    if json_path:
+        from tracediff.atomic import write_text_atomic
+
+        write_text_atomic(json_path, json.dumps(_shrink_json(result, saved, traces), indent=1))
+    sys.exit(EXIT_FINDING)
+
+
+def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
+    from tracediff.shrink import regression_document
+
+    return {
+        "format": "tracediff-shrink",
+        "version": 1,
+        "before": {"requests": result.before[0], "plans": result.before[1]},
+        "after": {"requests": result.after[0], "plans": result.after[1]},
+        "attempts": result.attempts,
+        "improvements": result.improvements,
+        "seconds": round(result.seconds, 3),
+        "complete": result.complete,
+        "saved": None if saved is None else str(saved),
+        "traces": traces,
+        "regression": regression_document(result),
+    }
+
+
+# -- fuzz -------------------------------------------------------------------------------------
+@main.command()
+@click.option(
+    "--impl",
+    "impls",
+    multiple=True,
+    help="Implementations to compare (repeat; default reference and optimized).",
+)
+@click.option("--check", is_flag=True, help="Check mode for optimized.")
+@click.option("--max-examples", type=int, default=200, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the search.")
+@click.option("--max-failures", type=int, default=3, show_default=True)
+@click.option("--max-requests", type=int, default=6, show_default=True)
+@click.option(
+    "--timeout-s",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Time to shrink each failure found.",
+)
+@click.option("--save", is_flag=True, help="Save each shrunk failure into the corpus.")
+@click.option("--regressions", default="scenarios/regressions", show_default=True)
+@click.option("--artifacts", default=None, help="Artifacts directory (CI).")
+@click.option("--no-progress", is_flag=True)
+def fuzz(
+    impls: tuple[str, ...],
+    check: bool,
+    max_examples: int,
+    seed: int,
+    max_failures: int,
+    max_requests: int,
+    timeout_s: float,
+    save: bool,
+    regressions: str,
+    artifacts: str | None,
+    no_progress: bool,
+) -> None:
+    """Search generated scenarios (Hypothesis) for divergences; report each shrunk.
+
+    Exit 1 when a failure was found, 0 when none was in --max-examples scenarios.
+    """
+    from tracediff.fuzz import FuzzProgress
+    from tracediff.fuzz import fuzz as run_fuzz
+    from tracediff.shrink import describe_signature, save_regression
+
+    if max_examples < 1 or max_failures < 1 or max_requests < 1:
+        raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
+    specs = _impl_specs(impls, check, DEFAULT_IMPLS)
+    if len(specs) < 2:
+        raise UsageError("--impl needs at least two implementations to compare")
+    with _progress_line(not no_progress, "fuzzing") as show:
+
+        def on_progress(p: FuzzProgress) -> None:
+            show(f"{p.phase}: {p.examples} scenarios, {p.failures} failures, {p.elapsed:.0f} s")
+
+        result = run_fuzz(
+            specs,
+            max_examples=max_examples,
+            seed=seed,
+            max_failures=max_failures,
+            max_requests=max_requests,
+            shrink_timeout_s=timeout_s,
+            on_progress=on_progress,
+        )
+    console = _text_console()
+    names = " vs ".join(result.impls)
+    if result.ok:
+        console.print(
+            f"no failure: {result.examples} scenarios, {names} ({result.seconds:.1f} s)",
+            style="bold green",
+        )
+        sys.exit(EXIT_OK)
+    table = Table(title=f"fuzz: {len(result.failures)} failures", header_style="bold")
+    for column in ("signature", "found (requests)", "shrunk (requests, plans)", "saved"):
+        table.add_column(column)
+    for failure in result.failures:
+        shrunk = failure.shrunk
+        saved = ""
+        if save:
+            saved = str(save_regression(shrunk, regressions=regressions, artifacts=artifacts))
+        table.add_row(
+            describe_signature(failure.signature),
+            str(len(failure.found.requests)),
+            f"{shrunk.after[0]}, {shrunk.after[1]}",
+            saved or "-",
+        )
+    console.print(table)
+    console.print(
+        f"DIVERGED: {len(result.failures)} distinct failures in {result.examples} scenarios "
+        f"({names}, {result.seconds:.1f} s, --seed {seed})",
+        style="bold red",
+    )
+    sys.exit(EXIT_FINDING)

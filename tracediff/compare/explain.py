@@ -1,0 +1,581 @@
+"""Explain a finding: re-run (or re-read) both sides up to the first divergence and describe it.
+
+The runner only knows *that* two implementations differ and at which record; explaining is
+a second, deterministic pass over the same records:
+
+1. Walk the implementations in lockstep (as the runner does), comparing encoded bytes and
+   keeping only what the explanation shows: the last K records, the previous plan record
+   and the events since, and the last rounds for the timeline. Memory stays bounded by K whatever
+   the scenario's length; records are kept as their encoded bytes (immutable, so an
+   implementation that reuses its buffers cannot change them) and decoded at the end.
+2. At the first differing record, diff the two decoded records field by field
+   (:mod:`tracediff.compare.fields`), classify the divergence and name its headline field.
+3. Follow each side a few plans further, so the timeline shows how they drift apart.
+
+Failures are explained from the :class:`~tracediff.runner.ScenarioResult`: an error keeps the
+runner's traceback and is re-run to find the record it happened at and the context; a
+timeout is not re-run (it would hang again).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import traceback
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tracediff.compare.fields import classify, record_changes, record_label
+from tracediff.compare.model import (
+    DEFAULT_CONTEXT,
+    DIVERGED,
+    ERROR,
+    IDENTICAL,
+    STRUCTURE,
+    TIMEOUT,
+    ContextRow,
+    DiffReport,
+    Divergence,
+    FieldChange,
+    RoundMark,
+    ScenarioOutcome,
+)
+from tracediff.compare.signature import Condenser
+from tracediff.compare.timeline import round_mark
+from tracediff.errors import ScenarioError, TraceFormatError
+from tracediff.impls import ImplSpec
+from tracediff.runner import ScenarioResult, trace_records
+from tracediff.scenario.model import Scenario
+from tracediff.trace import TraceReader, decode, encode
+from tracediff.trace.codec import KIND_HEADER, KIND_RECORD
+
+MAX_EVENTS = 32  # the previous plan and the events since, kept (beyond K) for context
+MAX_CHANGES = 50  # field changes kept per divergence (the total is counted)
+TIMELINE_BEFORE = 24  # plans drawn before the divergence
+TIMELINE_AFTER = 12  # plans drawn after it, per implementation
+
+# One record as a source produces it: its canonical bytes and the record itself (read only
+# to follow the walk: its type, plan number, round; never kept).
+Item = tuple[bytes, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An implementation raised while producing the record at this index."""
+
+    type_name: str
+    text: str
+
+
+def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
+    try:
+        return next(source)
+    except StopIteration:
+        return None
+    except Exception as exc:  # noqa: BLE001 - an implementation failing is what we explain
+        if not catch:
+            raise
+        return _Failed(type(exc).__name__, "".join(traceback.format_exception(exc)).rstrip())
+
+
+@dataclass
+class _Walk:
+    """Where a lockstep walk stopped and what it kept on the way."""
+
+    index: int | None = None  # the record index it stopped at; None: all sources ended equal
+    items: list[Item | _Failed | None] = field(default_factory=list)
+    pair: tuple[int, int] = (0, 1)  # the sources explained: baseline, differing (or failed)
+    failed: bool = False
+    context: list[tuple[int, tuple[bytes | None, ...]]] = field(default_factory=list)
+    columns: dict[str, list[str]] = field(default_factory=dict)
+    last_plan: int | None = None
+    timeline: list[RoundMark] = field(default_factory=list)
+    first_difference: int | None = None  # when walking on past differences (error walks)
+
+
+def _walk(
+    sources: Sequence[Iterator[Item]],
+    *,
+    context: int,
+    stop_on_difference: bool = True,
+    catch: bool = True,
+    limit: int | None = None,
+) -> _Walk:
+    recent: deque[tuple[int, tuple[bytes | None, ...]]] = deque(maxlen=max(context, 0))
+    events: deque[tuple[int, tuple[bytes | None, ...]]] = deque(maxlen=MAX_EVENTS)
+    timeline: deque[RoundMark] = deque(maxlen=TIMELINE_BEFORE)
+    walk = _Walk()
+    index = 0
+    while limit is None or index <= limit:
+        items = [_step(source, catch) for source in sources]
+        failed = next((i for i, item in enumerate(items) if isinstance(item, _Failed)), None)
+        payloads = tuple(item[0] if isinstance(item, tuple) else None for item in items)
+        same = all(p == payloads[0] for p in payloads)
+        if failed is not None or (not same and stop_on_difference):
+            differing = (
+                failed
+                if failed is not None
+                else next(i for i, p in enumerate(payloads) if p != payloads[0])
+            )
+            walk.index, walk.items, walk.failed = index, items, failed is not None
+            walk.pair = (0 if differing != 0 else 1, differing)
+            break
+        if all(p is None for p in payloads):
+            break
+        if not same and walk.first_difference is None:
+            walk.first_difference = index
+        record = next(item[1] for item in items if isinstance(item, tuple))
+        if index == 0:
+            walk.columns = _columns(record)
+        elif record.get("t") == "plan":
+            plan = record.get("plan")
+            walk.last_plan = plan if isinstance(plan, int) else walk.last_plan
+            events.clear()  # the context keeps the previous plan and the events since
+            mark = round_mark(record, walk.columns)
+            if mark is not None:
+                timeline.append(mark)
+        events.append((index, payloads))
+        recent.append((index, payloads))
+        index += 1
+    kept = dict(events)
+    kept.update(recent)
+    walk.context = sorted(kept.items())
+    walk.timeline = list(timeline)
+    return walk
+
+
+def _columns(header: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The header's column names (rows are lists); an unknown schema simply has none."""
+    columns = header.get("columns")
+    if not isinstance(columns, dict):
+        return {}
+    return {
+        str(name): [str(c) for c in cols]
+        for name, cols in columns.items()
+        if isinstance(cols, list) and all(isinstance(c, str) for c in cols)
+    }
+
+
+def _follow(
+    source: Iterator[Item], first: Item | _Failed | None, columns: Mapping[str, Any]
+) -> list[RoundMark]:
+    """Rounds from ``first`` on, up to TIMELINE_AFTER plans; a failure just ends them."""
+    marks: list[RoundMark] = []
+    item = first
+    while isinstance(item, tuple) and len(marks) < TIMELINE_AFTER:
+        mark = round_mark(item[1], columns)
+        if mark is not None:
+            marks.append(mark)
+        item = _step(source, catch=True)
+    return marks
+
+
+@dataclass(frozen=True)
+class _Base:
+    """What a divergence says about its scenario and implementations."""
+
+    profile: str
+    seed: int
+    features: str
+    requests: int
+    plans: int
+    names: tuple[str, ...]
+
+
+def _decoded(payload: bytes | None) -> dict[str, Any] | None:
+    if payload is None:
+        return None
+    value = decode(payload)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _divergence(
+    walk: _Walk,
+    base: _Base,
+    sources: Sequence[Iterator[Item]],
+    *,
+    message: str = "",
+    notes: tuple[str, ...] = (),
+    fallback_plan: int | None = None,
+) -> Divergence:
+    """Build the explanation from a walk that stopped at a difference or a failure."""
+    assert walk.index is not None
+    i_a, i_b = walk.pair
+    index = walk.index
+    item_a, item_b = walk.items[i_a], walk.items[i_b]
+    payload_a = item_a[0] if isinstance(item_a, tuple) else None
+    payload_b = item_b[0] if isinstance(item_b, tuple) else None
+    a, b = _decoded(payload_a), _decoded(payload_b)
+    rows = [ContextRow(i, _decoded(p[i_a]), _decoded(p[i_b])) for i, p in walk.context]
+    rows.append(ContextRow(index, a, b))
+    timeline_a = walk.timeline + _follow(sources[i_a], item_a, walk.columns)
+    timeline_b = walk.timeline + _follow(sources[i_b], item_b, walk.columns)
+    present = a if a is not None else b
+    label = record_label(present, index)
+    plan = _plan_of(present, walk.last_plan)
+    clock = present.get("now") if present is not None else None
+    record_type = "header" if index == 0 else (str(present.get("t")) if present else "end")
+    common = Divergence(
+        kind=STRUCTURE,
+        profile=base.profile,
+        seed=base.seed,
+        features=base.features,
+        requests=base.requests,
+        plans=base.plans,
+        impls=(base.names[i_a], base.names[i_b]),
+        index=index,
+        plan=plan,
+        clock=clock if isinstance(clock, int) else None,
+        record_type=record_type,
+        path=(label,),
+        context=tuple(rows),
+        timeline_a=tuple(timeline_a),
+        timeline_b=tuple(timeline_b),
+    )
+    if walk.failed:
+        failure = item_b if isinstance(item_b, _Failed) else None
+        type_name = failure.type_name if failure else "error"
+        if a is None:  # the baseline has no record there either: name the last plan
+            label = f"after plan {walk.last_plan}" if walk.last_plan is not None else label
+            plan = walk.last_plan if walk.last_plan is not None else fallback_plan
+        return replace(
+            common,
+            kind=ERROR,
+            plan=plan,
+            path=(label, f"raised {type_name}"),
+            failed_impl=base.names[i_b],
+            message=message or (failure.text if failure else ""),
+            notes=notes,
+        )
+    changes, kind, path, extra = _compare(a, b, index, label, walk.columns)
+    return replace(
+        common,
+        kind=kind,
+        path=path,
+        changes=tuple(changes[:MAX_CHANGES]),
+        total_changes=len(changes),
+        message=message,
+        notes=notes + extra,
+    )
+
+
+def _plan_of(record: Mapping[str, Any] | None, last_plan: int | None) -> int | None:
+    if record is not None and record.get("t") == "plan" and isinstance(record.get("plan"), int):
+        plan: int = record["plan"]
+        return plan
+    return last_plan
+
+
+def _compare(
+    a: dict[str, Any] | None,
+    b: dict[str, Any] | None,
+    index: int,
+    label: str,
+    columns: Mapping[str, Sequence[str]],
+) -> tuple[list[FieldChange], str, tuple[str, ...], tuple[str, ...]]:
+    """Changes, kind, headline path and notes for the two records at the divergence."""
+    if a is None or b is None:
+        side = "B" if b is None else "A"
+        present = a if a is not None else b
+        kind_name = str(present.get("t", "header")) if present else "record"
+        change = FieldChange(("t",), STRUCTURE, kind_name if a else None, kind_name if b else None)
+        return (
+            [change],
+            STRUCTURE,
+            (label, f"absent in {side}"),
+            (f"implementation {side}'s trace ends before record {index}",),
+        )
+    if index > 0 and a.get("t") != b.get("t"):
+        change = FieldChange(("t",), STRUCTURE, a.get("t"), b.get("t"))
+        return [change], STRUCTURE, (f"{a.get('t')} vs {b.get('t')}",), ()
+    changes = record_changes(a, b, {} if index == 0 else columns)
+    if not changes:
+        reason = (
+            "key order"
+            if list(a) != list(b)
+            else "encoding (the values are equal but their bytes differ)"
+        )
+        return (
+            [],
+            STRUCTURE,
+            (label, reason),
+            (f"deepdiff finds no differing value; the records differ in {reason}",),
+        )
+    kind = STRUCTURE if index == 0 else classify(changes)
+    headline = next(c for c in changes if c.kind == kind) if index > 0 else changes[0]
+    return changes, kind, (label, *headline.path), ()
+
+
+# -- entry points -------------------------------------------------------------------------
+
+
+def _driver_source(scenario: Scenario, spec: ImplSpec) -> Iterator[Item]:
+    for record in trace_records(scenario, spec):
+        yield encode(record), record
+
+
+def _base_of(scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec]) -> _Base:
+    return _Base(
+        profile=scenario.profile,
+        seed=scenario.seed,
+        features=scenario.features(),
+        requests=len(scenario.requests),
+        plans=result.impls[0].plans if result.impls else 0,
+        names=tuple(spec.name for spec in specs),
+    )
+
+
+def explain(
+    scenario: Scenario,
+    specs: Sequence[ImplSpec],
+    result: ScenarioResult,
+    context: int = DEFAULT_CONTEXT,
+) -> Divergence:
+    """Explain a finding of :func:`~tracediff.runner.run_scenario` by re-running it.
+
+    The implementations are driven again (deterministically) only as far as the divergence
+    or failure, plus a few plans for the timeline. Raises ValueError for an identical result.
+    """
+    if result.status == IDENTICAL:
+        raise ValueError(f"{result.label}: identical, nothing to explain")
+    if len(specs) < 2:
+        raise ValueError("explain needs at least two implementations")
+    base = _base_of(scenario, result, specs)
+    if result.status == TIMEOUT:
+        return _timeout(base, result)
+    sources = [_driver_source(scenario, spec) for spec in specs]
+    if result.status == ERROR:
+        walk = _walk(sources, context=context, stop_on_difference=False)
+        notes: tuple[str, ...] = ()
+        if walk.first_difference is not None:
+            notes = (f"the records already differed at record {walk.first_difference}",)
+        if walk.index is None or not walk.failed:
+            return _not_reproduced(base, result)
+        return _divergence(
+            walk, base, sources, message=result.message, notes=notes, fallback_plan=result.plan
+        )
+    walk = _walk(sources, context=context, limit=result.divergence)
+    if walk.index is None:
+        return _not_reproduced(base, result)
+    if walk.failed:
+        failure = walk.items[walk.pair[1]]
+        text = failure.text.splitlines()[-1] if isinstance(failure, _Failed) else "failed"
+        name = base.names[walk.pair[1]]
+        return _not_reproduced(base, result, f"could not explain: on a second run {name}: {text}")
+    return _divergence(walk, base, sources)
+
+
+def _timeout(base: _Base, result: ScenarioResult) -> Divergence:
+    failed = result.failed_impl or base.names[-1]
+    other = next((n for n in base.names if n != failed), base.names[0])
+    return Divergence(
+        kind=TIMEOUT,
+        profile=base.profile,
+        seed=base.seed,
+        features=base.features,
+        requests=base.requests,
+        plans=base.plans,
+        impls=(other, failed),
+        index=result.divergence,
+        plan=result.plan,
+        clock=None,
+        record_type=result.record_type,
+        path=(f"after plan {result.plan}", "timed out"),
+        failed_impl=failed,
+        message=result.message,
+        notes=("not re-run: the implementation would hang again, so no records are shown",),
+    )
+
+
+def _not_reproduced(base: _Base, result: ScenarioResult, why: str = "") -> Divergence:
+    """A finding that the second run does not show (or that could not be explained)."""
+    kind = result.status if result.status in (ERROR, TIMEOUT) else STRUCTURE
+    note = why or (
+        "the finding did not reproduce when the scenario was run again: an implementation "
+        "is not deterministic"
+    )
+    return Divergence(
+        kind=kind,
+        profile=base.profile,
+        seed=base.seed,
+        features=base.features,
+        requests=base.requests,
+        plans=base.plans,
+        impls=(base.names[0], result.failed_impl or base.names[1]),
+        index=result.divergence,
+        plan=result.plan,
+        clock=None,
+        record_type=result.record_type,
+        path=(
+            f"record {result.divergence}" if result.divergence is not None else "scenario",
+            "unexplained" if why else "not reproduced",
+        ),
+        failed_impl=result.failed_impl,
+        message=result.message,
+        notes=(note,),
+    )
+
+
+def explain_many(
+    work: Sequence[tuple[Scenario, ScenarioResult]],
+    specs: Sequence[ImplSpec],
+    *,
+    context: int = DEFAULT_CONTEXT,
+    jobs: int = 1,
+    condense: bool = False,
+) -> list[Divergence]:
+    """:func:`explain` each finding, in worker processes when ``jobs`` > 1; in input order.
+
+    A finding that cannot be explained (a bug in tracediff, an implementation that fails only
+    on the second run) still gets a divergence, with a note saying why. With ``condense``,
+    only the smallest scenario of each signature keeps its context and timeline (see
+    :class:`~tracediff.compare.signature.Condenser`), which bounds memory on large runs.
+    """
+    kept = Condenser()
+    found: list[Divergence] = []
+    add = kept.add if condense else found.append
+    if jobs <= 1 or len(work) <= 1:
+        for scenario, result in work:
+            add(_explain_or_say_why(scenario, tuple(specs), result, context))
+    else:
+        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
+            futures = [
+                pool.submit(_explain_or_say_why, scenario, tuple(specs), result, context)
+                for scenario, result in work
+            ]
+            for (scenario, result), future in zip(work, futures, strict=True):
+                try:
+                    add(future.result())
+                except Exception as exc:  # noqa: BLE001 - a worker that died: say so, go on
+                    base = _base_of(scenario, result, specs)
+                    add(_not_reproduced(base, result, f"could not explain: {_describe(exc)}"))
+    return kept.items if condense else found
+
+
+def _explain_or_say_why(
+    scenario: Scenario, specs: Sequence[ImplSpec], result: ScenarioResult, context: int
+) -> Divergence:
+    try:
+        return explain(scenario, specs, result, context)
+    except Exception as exc:  # noqa: BLE001 - the finding stands; its explanation failed
+        base = _base_of(scenario, result, specs)
+        return _not_reproduced(base, result, f"could not explain: {_describe(exc)}")
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def explain_results(
+    scenarios: Sequence[Scenario],
+    results: Sequence[ScenarioResult],
+    specs: Sequence[ImplSpec],
+    *,
+    suite: str,
+    context: int = DEFAULT_CONTEXT,
+    jobs: int = 1,
+) -> list[ScenarioOutcome]:
+    """A run's results as report outcomes, each finding explained (condensed, see
+    :func:`explain_many`). ``results`` are the runner's, in input order, possibly fewer
+    than ``scenarios`` when the run was interrupted."""
+    if len(results) == len(scenarios):
+        pairs = list(zip(scenarios, results, strict=True))
+    else:
+        by_label = {(s.profile, s.seed): s for s in scenarios}
+        pairs = [(by_label[(r.profile, r.seed)], r) for r in results]
+    found = explain_many(
+        [(s, r) for s, r in pairs if r.status != IDENTICAL],
+        specs,
+        context=context,
+        jobs=jobs,
+        condense=True,
+    )
+    divergences = iter(found)
+    return [
+        outcome(r, None if r.status == IDENTICAL else next(divergences), suite) for r in results
+    ]
+
+
+def outcome(result: ScenarioResult, divergence: Divergence | None, suite: str) -> ScenarioOutcome:
+    """A runner result as a report's scenario outcome."""
+    return ScenarioOutcome(
+        suite=suite,
+        profile=result.profile,
+        seed=result.seed,
+        features=result.features,
+        status=result.status,
+        plans=result.impls[0].plans if result.impls else 0,
+        seconds=sum(s.seconds for s in result.impls) + result.harness_seconds,
+        divergence=divergence,
+    )
+
+
+# -- trace files --------------------------------------------------------------------------
+
+
+def _file_source(reader: TraceReader) -> Iterator[Item]:
+    for frame in reader.frames():
+        if frame.kind in (KIND_HEADER, KIND_RECORD):
+            value = decode(frame.payload, path=reader.name, offset=frame.offset, record=frame.index)
+            if not isinstance(value, dict):
+                raise TraceFormatError(
+                    reader.name, "corrupt: a record is not a msgpack map", offset=frame.offset
+                )
+            yield frame.payload, value
+
+
+def _file_name(reader: TraceReader, other: TraceReader) -> str:
+    """The implementation that wrote a trace (from provenance), else the file's name."""
+    mine = (reader.provenance or {}).get("implementation")
+    theirs = (other.provenance or {}).get("implementation")
+    if isinstance(mine, str) and mine and mine != theirs:
+        return mine
+    return Path(reader.name).name
+
+
+def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> DiffReport:
+    """Compare two trace files and explain their first difference, as a one-scenario report.
+
+    Raises TraceFormatError for a file that cannot be read (up to the divergence).
+    """
+    reader_a, reader_b = TraceReader(path_a), TraceReader(path_b)
+    names = (_file_name(reader_a, reader_b), _file_name(reader_b, reader_a))
+    if names[0] == names[1]:
+        names = (f"A: {names[0]}", f"B: {names[1]}")
+    scenario = _scenario_of(reader_a.header)
+    plans = sum(1 for _payload, record in _file_source(reader_a) if record.get("t") == "plan")
+    base = _Base(
+        profile=scenario.profile if scenario else "trace",
+        seed=scenario.seed if scenario else 0,
+        features=scenario.features() if scenario else "unknown scenario (header has none)",
+        requests=len(scenario.requests) if scenario else 0,
+        plans=plans,
+        names=names,
+    )
+    sources = [_file_source(reader_a), _file_source(reader_b)]
+    walk = _walk(sources, context=context, catch=False)
+    divergence = None if walk.index is None else _divergence(walk, base, sources)
+    return DiffReport(
+        title=f"tracediff diff {path_a} {path_b}",
+        impls=names,
+        outcomes=(
+            ScenarioOutcome(
+                suite="diff",
+                profile=base.profile,
+                seed=base.seed,
+                features=base.features,
+                status=IDENTICAL if divergence is None else DIVERGED,
+                plans=plans,
+                divergence=divergence,
+            ),
+        ),
+    )
+
+
+def _scenario_of(header: Mapping[str, Any]) -> Scenario | None:
+    try:
+        return Scenario.from_dict(header.get("scenario"))
+    except (ScenarioError, TypeError, AttributeError):
+        return None

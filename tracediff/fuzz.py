@@ -1,0 +1,128 @@
+"""Fuzz: search generated scenarios for a divergence, then shrink what is found.
+
+Hypothesis draws small scenarios from :func:`tracediff.scenario.strategies.scenarios` and
+runs each through the implementations in lockstep (:func:`tracediff.runner.run_scenario`).
+A scenario is a failure when they do not agree; Hypothesis shrinks it with its own
+shrinker (which works on the choices behind the draw), and :mod:`tracediff.shrink` then
+shrinks the scenario itself (fewer plans, simpler numbers) while its signature holds.
+
+Several bugs: once a failure is found, the search starts again looking for a failure with
+a *different* signature, until ``max_failures`` are found or the example budget is spent.
+The search is deterministic for a given ``seed`` (Hypothesis' random generator is seeded
+and no example database is used), so a fuzz run in CI finds the same thing again locally.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from tracediff.impls import ImplSpec
+from tracediff.runner import IDENTICAL, ScenarioResult, run_scenario
+from tracediff.scenario.model import Scenario
+from tracediff.shrink import ShrinkResult, SignatureFn, default_signature, shrink
+
+ProgressFn = Callable[["FuzzProgress"], None]
+
+
+@dataclass(frozen=True)
+class FuzzProgress:
+    examples: int
+    failures: int
+    elapsed: float
+    phase: str  # "searching", "shrinking"
+
+
+@dataclass(frozen=True)
+class FuzzFailure:
+    signature: Hashable
+    found: Scenario  # the example Hypothesis found and shrank
+    shrunk: ShrinkResult  # after tracediff's own shrinker
+
+
+@dataclass(frozen=True)
+class FuzzResult:
+    impls: tuple[str, ...]
+    examples: int
+    failures: tuple[FuzzFailure, ...]
+    seconds: float
+    seed: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def fuzz(
+    specs: Sequence[ImplSpec],
+    *,
+    max_examples: int = 100,
+    seed: int = 0,
+    max_failures: int = 3,
+    max_requests: int = 6,
+    shrink_timeout_s: float = 30.0,
+    run_timeout_s: float | None = 10.0,
+    signature_fn: SignatureFn = default_signature,
+    on_progress: ProgressFn | None = None,
+) -> FuzzResult:
+    """Search up to ``max_examples`` scenarios for failures with distinct signatures."""
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import NoSuchExample
+
+    from tracediff.scenario.strategies import scenarios
+
+    if len(specs) < 2:
+        raise ValueError("fuzzing needs at least two implementations")
+    started = time.monotonic()
+    examples = 0
+    failures: list[FuzzFailure] = []
+    known: set[Hashable] = set()
+    rng = random.Random(seed)
+
+    def report(phase: str) -> None:
+        if on_progress is not None:
+            on_progress(FuzzProgress(examples, len(failures), time.monotonic() - started, phase))
+
+    def failing(scenario: Scenario) -> bool:
+        nonlocal examples
+        examples += 1
+        result: ScenarioResult = run_scenario(scenario, specs, timeout_s=run_timeout_s)
+        report("searching")
+        if result.status == IDENTICAL:
+            return False
+        signature = signature_fn(scenario, result, specs)
+        return signature is not None and signature not in known
+
+    while len(failures) < max_failures and examples < max_examples:
+        budget = max_examples - examples
+        config = settings(
+            max_examples=budget,
+            database=None,
+            deadline=None,
+            phases=(Phase.generate, Phase.shrink),
+            suppress_health_check=list(HealthCheck),
+        )
+        try:
+            found = find(
+                scenarios(max_requests=max_requests),
+                failing,
+                settings=config,
+                random=random.Random(rng.getrandbits(64)),
+            )
+        except NoSuchExample:
+            break
+        report("shrinking")
+        shrunk = shrink(found, specs, signature_fn=signature_fn, timeout_s=shrink_timeout_s)
+        if shrunk.signature is None:
+            break  # a flaky implementation: the failure did not reproduce
+        known.add(shrunk.signature)
+        failures.append(FuzzFailure(shrunk.signature, found, shrunk))
+    return FuzzResult(
+        impls=tuple(s.name for s in specs),
+        examples=examples,
+        failures=tuple(failures),
+        seconds=time.monotonic() - started,
+        seed=seed,
+    )

@@ -1,0 +1,251 @@
+"""The resume journal: finished scenario results, one durable JSON line each.
+
+``tracediff run --resume DIR`` appends every finished result to ``DIR/journal.jsonl`` as it
+arrives (one ``write`` per line, then ``fsync``), so a run stopped by Ctrl-C, SIGTERM, a
+crash or a power cut keeps everything it finished, and the next run with the same ``DIR``
+skips those scenarios and reports them in its summary.
+
+File format (JSON lines, UTF-8)::
+
+    {"format": "tracediff-journal", "version": 1, "tracediff": "0.1.0",
+     "impls": ["reference", "optimized"], "targets": [...], "profiles": ["quick"]}
+    {"key": {"profile": "quick", "seed": 7, "digest": "<sha256 of the scenario>"},
+     "result": {...}}
+    ...
+
+The first line says which run the journal belongs to; a run with other implementations,
+another profile or another tracediff version is refused (:class:`JournalError`, exit 2),
+never mixed in: its results would not mean the same thing. Each later line is keyed by
+(profile, seed, scenario digest); a line whose digest no longer matches the scenario (the
+profile file was edited) is not reused, and the run says so.
+
+Damage: a crash can tear only the last line (it is the only one being written). A last line
+that does not parse is dropped with a note and the file cut back to the last whole line
+before anything is appended. Damage anywhere else is not a crash's, and is refused.
+
+One run at a time: the journal is locked (``flock``) while a run holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracediff import __version__
+from tracediff.atomic import fsync_directory
+from tracediff.errors import JournalError
+from tracediff.scenario.model import Scenario
+from tracediff.trace import encode
+
+JOURNAL_FILE = "journal.jsonl"
+FORMAT = "tracediff-journal"
+VERSION = 1
+
+Key = tuple[str, int, str]
+
+
+def journal_path(directory: str | os.PathLike[str]) -> Path:
+    return Path(directory) / JOURNAL_FILE
+
+
+def scenario_digest(scenario: Scenario) -> str:
+    """sha256 of the scenario's canonical encoding: changes whenever its content does."""
+    return hashlib.sha256(encode(scenario.to_dict())).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What must match for a journal's results to be reused."""
+
+    impls: tuple[str, ...]
+    targets: tuple[str, ...]
+    profiles: tuple[str, ...]
+    version: str = __version__
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "tracediff": self.version,
+            "impls": list(self.impls),
+            "targets": list(self.targets),
+            "profiles": list(self.profiles),
+        }
+
+    def describe(self) -> str:
+        profiles = ", ".join(self.profiles) or "no profile"
+        return f"{' vs '.join(self.impls)} over {profiles} (tracediff {self.version})"
+
+
+class Journal:
+    """An open, locked journal: :meth:`lookup` finished results, :meth:`append` new ones."""
+
+    def __init__(self, path: Path, fd: int, entries: dict[Key, Any], notes: list[str]) -> None:
+        self.path = path
+        self._fd = fd
+        self._entries = entries
+        self._by_scenario = {(profile, seed) for profile, seed, _ in entries}
+        self.notes = notes
+        self.stale = 0
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], identity: RunIdentity) -> Journal:
+        """Open (or create) ``DIR/journal.jsonl`` for a run; raises JournalError when it
+        belongs to another run, is in use, or is damaged before its last line."""
+        path = journal_path(directory)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+        except OSError as exc:
+            raise JournalError(
+                f"--resume {directory}: cannot open {path}: {exc.strerror}"
+            ) from None
+        try:
+            _lock(fd, path)
+            entries, notes, good_size = _load(path, fd, identity)
+            if good_size is not None:
+                os.ftruncate(fd, good_size)
+                os.fsync(fd)
+            if os.fstat(fd).st_size == 0:
+                _append(fd, identity.header())
+                fsync_directory(path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        if entries:
+            notes.append(f"resuming from {path}: {len(entries)} finished scenarios on record")
+        return cls(path, fd, entries, notes)
+
+    def lookup(self, scenario: Scenario, digest: str | None = None) -> Any | None:
+        """The stored result of this exact scenario, or None (counting stale entries)."""
+        digest = digest or scenario_digest(scenario)
+        found = self._entries.get((scenario.profile, scenario.seed, digest))
+        if found is None and (scenario.profile, scenario.seed) in self._by_scenario:
+            self.stale += 1
+        return found
+
+    def append(self, scenario: Scenario, result: Any, digest: str | None = None) -> None:
+        """Store one finished result durably (written and fsynced before returning)."""
+        key = {
+            "profile": scenario.profile,
+            "seed": scenario.seed,
+            "digest": digest or scenario_digest(scenario),
+        }
+        _append(self._fd, {"key": key, "result": result})
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # also releases the lock
+            self._fd = -1
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock, documented
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise JournalError(
+            f"{path} is in use by another tracediff run; wait for it or use another --resume "
+            "directory"
+        ) from None
+
+
+def _append(fd: int, value: dict[str, Any]) -> None:
+    data = (json.dumps(value, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.fsync(fd)
+
+
+def _load(
+    path: Path, fd: int, identity: RunIdentity
+) -> tuple[dict[Key, Any], list[str], int | None]:
+    """Entries, notes, and the size to cut the file back to (None: keep it as it is)."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0) if size else b""
+    lines = data.split(b"\n")
+    complete = lines[:-1]  # what ends in a newline; lines[-1] is b"" or a torn tail
+    tail = lines[-1]
+    notes: list[str] = []
+    good_size: int | None = None
+    parsed: list[Any] = []
+    offset = 0
+    for number, raw in enumerate(complete, start=1):
+        try:
+            parsed.append(json.loads(raw))
+        except ValueError:
+            if number == len(complete) and not tail:
+                tail, good_size = raw, offset  # an unparsable last line: torn, as below
+                break
+            raise JournalError(
+                f"{path} line {number} is damaged (not JSON); it is not a crash's torn last "
+                "line, so the journal cannot be trusted: delete it to start fresh"
+            ) from None
+        offset += len(raw) + 1
+    if tail:
+        good_size = offset
+        notes.append(
+            f"{path}: ignored a torn last line ({len(tail)} bytes, from a crash mid-write); "
+            "its scenario runs again"
+        )
+    if not parsed:
+        if good_size is None and size:
+            good_size = 0
+        return {}, notes, good_size
+    header = parsed[0]
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise JournalError(f"{path} is not a tracediff journal; use another --resume directory")
+    if header.get("version") != VERSION:
+        raise JournalError(
+            f"{path} is journal version {header.get('version')!r}, this tracediff reads "
+            f"{VERSION}; use another --resume directory"
+        )
+    stored = RunIdentity(
+        impls=tuple(header.get("impls", ())),
+        targets=tuple(header.get("targets", ())),
+        profiles=tuple(header.get("profiles", ())),
+        version=str(header.get("tracediff")),
+    )
+    if stored != identity:
+        raise JournalError(
+            f"--resume {path.parent}: the journal is of a run of {stored.describe()}, this run "
+            f"is {identity.describe()}; use another --resume directory, or delete {path} to "
+            "start fresh"
+        )
+    entries: dict[Key, Any] = {}
+    for number, line in enumerate(parsed[1:], start=2):
+        try:
+            key = line["key"]
+            entries[(str(key["profile"]), int(key["seed"]), str(key["digest"]))] = line["result"]
+        except (TypeError, KeyError, ValueError):
+            raise JournalError(
+                f"{path} line {number} is not a journal entry; delete the journal to start fresh"
+            ) from None
+    return entries, notes, good_size
+
+
+def identity_for(
+    impl_names: Sequence[str], targets: Sequence[str], scenarios: Sequence[Scenario]
+) -> RunIdentity:
+    return RunIdentity(
+        impls=tuple(impl_names),
+        targets=tuple(targets),
+        profiles=tuple(sorted({s.profile for s in scenarios})),
+    )

@@ -1,0 +1,74 @@
+"""The regression corpus: scenarios that once diverged, replayed first by ``tracediff gate``.
+
+A corpus is a directory of ``*.json`` files, each holding one scenario as
+:meth:`Scenario.to_dict` writes it (``tracediff shrink --save`` adds them). Files are read in
+name order, so a gate replays them in the same order everywhere. A file that is not JSON is
+a :class:`TraceFormatError`; JSON that is not a valid scenario is a :class:`ScenarioError`;
+both name the file and say what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracediff.errors import ScenarioError, TraceFormatError, UsageError
+from tracediff.scenario.model import Scenario
+
+DEFAULT_DIR = "scenarios/regressions"
+MAX_BYTES = 64 * 1024 * 1024  # a scenario is a few kB; anything this big is not one
+
+
+def load_corpus(directory: str | Path, *, missing_ok: bool = False) -> list[Scenario]:
+    """Every scenario of a corpus directory, in file-name order (may be empty)."""
+    root = Path(directory)
+    if not root.is_dir():
+        if missing_ok and not root.exists():
+            return []
+        raise UsageError(
+            f"regression corpus {root} is not a directory; pass --regressions DIR "
+            "(a directory of scenario .json files)"
+        )
+    return [load_scenario(path) for path in sorted(root.glob("*.json"))]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """One scenario file of the corpus."""
+    name = str(path)
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_BYTES:
+            raise TraceFormatError(name, f"{size} bytes is too large for a scenario file")
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceFormatError(name, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TraceFormatError(name, "not UTF-8 text; a scenario file is JSON") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(
+            name,
+            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "fix or remove the file",
+        ) from None
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            f"{name}: expected a scenario object (Scenario.to_dict()), got a JSON "
+            f"{type(data).__name__}"
+        )
+    try:
+        return Scenario.from_dict(data)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{name}: {exc}; fix or remove the file") from None
+
+
+def save_scenario(scenario: Scenario, directory: str | Path) -> Path:
+    """Write a scenario into a corpus as ``<profile>-<seed>.json``; returns the path."""
+    from tracediff.atomic import write_text_atomic
+
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{scenario.profile}-{scenario.seed}.json"
+    write_text_atomic(str(path), json.dumps(scenario.to_dict(), indent=1) + "\n")
+    return path

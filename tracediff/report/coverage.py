@@ -1,0 +1,49 @@
+"""The coverage table for ``tracediff coverage``: per feature, scenarios and plans."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tracediff.coverage import CoverageReport
+
+
+def coverage_renderable(report: CoverageReport) -> RenderableType:
+    """One row per feature (missing required ones in red; informational ones, which do not
+    decide the verdict, dim and last), then a one-line verdict."""
+    scenarios = len(report.scenarios)
+    table = Table(
+        title=f"tracediff coverage: profile {report.profile} ({report.impl})",
+        header_style="bold",
+    )
+    table.add_column("feature")
+    table.add_column("scenarios", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("plans", justify="right")
+    informational = False
+    for feature in report.features:
+        if not feature.required and not informational:
+            informational = True
+            table.add_section()
+        share = f"{feature.scenarios / scenarios:.0%}" if scenarios else "-"
+        style = None
+        if not feature.required:
+            style = "dim"
+        elif feature.scenarios == 0:
+            style = "bold red"
+        name = feature.name if feature.required else f"{feature.name} (info)"
+        table.add_row(name, f"{feature.scenarios:,}", share, f"{feature.plans:,}", style=style)
+    table.caption = f"{scenarios:,} scenarios, {report.plans:,} plans, {report.wall_seconds:.1f} s"
+    return Group(table, verdict_text(report))
+
+
+def verdict_text(report: CoverageReport) -> Text:
+    if report.complete:
+        return Text(
+            f"complete: every feature exercised by profile {report.profile}", style="bold green"
+        )
+    return Text(
+        f"MISSING: profile {report.profile} never exercises {', '.join(report.missing)}",
+        style="bold red",
+    )

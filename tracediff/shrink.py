@@ -1,0 +1,786 @@
+"""Shrink a diverging scenario to a small repro that diverges *the same way*.
+
+Designing shrink passes
+=======================
+
+(After the essay in Hypothesis' ``Shrinker`` docstring, adapted to a structured input.)
+
+A shrinker is a greedy search: it holds the smallest *interesting* scenario found so far
+and keeps trying small, local changes to it. A candidate is interesting when it is valid
+(:meth:`Scenario.validate`), runs through the same implementations with
+:func:`tracediff.runner.run_scenario`, and still fails with the same *signature* as the
+original. Whatever improves is kept at once and the search continues from there; it stops
+when a whole round of passes changes nothing, or when its time runs out (the best so far is
+still a valid repro, so stopping early loses only size, never correctness).
+
+The order, not the passes, guarantees termination. Every accepted candidate is strictly
+smaller in one fixed, well-founded order, :func:`size_key`: first the number of requests,
+then the number of plans (what a reader has to look at), then the number of features
+switched on, then plain numbers (``max_new``, prompt lengths, arrival times...), then how
+many digits the floats carry. Each pass is free to propose anything, including candidates
+that are larger in that order; they are simply rejected. So a pass may be a heuristic
+without endangering the search.
+
+The signature keeps the search honest. "Still fails" is not enough: shrinking a
+decision divergence until it becomes a crash, or an unrelated float difference, produces a
+small scenario that reproduces a different bug. The default :func:`default_signature` is
+(status, record type, first differing top-level field), and ``signature_fn`` lets the
+divergence explanation of ``compare/`` replace it without touching the passes.
+
+What makes a good pass here, in the spirit of the essay:
+
+* **Delete first, and delete a lot.** Requests are most of a scenario's size and almost
+  all of its cost. The first pass keeps only the earliest arrivals (a divergence cannot
+  depend on requests that arrive after it: the simulated engine's randomness is keyed by
+  request id, not shared), growing the kept prefix 1, 2, 4... and then bisecting; the
+  second is Hypothesis' *adaptive deletion*: try deleting one request and, when that
+  works, grow the deleted run exponentially and bisect to the longest run that still works
+  (``find_integer``), so n deletable neighbours cost O(log n) runs instead of n.
+* **Cheap big steps before fine ones.** Switch a feature off for every request at once
+  before trying request by request; halve every ``max_new`` together before minimising
+  each; set every arrival to 0 at once. When the coarse step works, the fine passes have
+  nothing left to do and cost one run each.
+* **Minimise numbers by trying the bound first.** ``minimize_int`` tries the lowest value
+  (0 for arrivals, 1 for lengths), then bisects between a failing low and the working
+  current value. Interesting values are not monotone in general, so bisection is a
+  heuristic; correctness still rests on the order.
+* **Canonicalise last.** Renumbering request ids, rounding acceptance parameters and
+  resetting scheduler parameters to their defaults change behaviour (ids key the engine's
+  draws, floats change every curve), so they are candidates like any other and only make
+  the repro easier to read.
+* **Never run a candidate twice.** Candidates are cached by their canonical form; passes
+  often regenerate a candidate another pass already tried.
+
+Passes run in a loop until a whole round accepts nothing. Each candidate runs with a time
+limit of a few times the original run, so a candidate that makes an implementation spin
+is a rejected candidate, not a hung shrinker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from tracediff.errors import ScenarioError
+from tracediff.impls import ImplSpec
+from tracediff.replay import difference_path
+from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, ScenarioResult, run_scenario
+from tracediff.runner import trace_records as runner_trace_records
+from tracediff.scenario.model import EngineTruth, RequestSpec, Scenario, SchedulerParams
+from tracediff.trace import encode
+
+SignatureFn = Callable[[Scenario, ScenarioResult, Sequence[ImplSpec]], Hashable | None]
+ProgressFn = Callable[["ShrinkProgress"], None]
+
+ALLOCATION_RANK = {"host": 0, "device": 1, "mixed": 2}
+
+
+# -- signatures ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Signature:
+    """How a scenario fails: (status, record type, first differing top-level field).
+
+    For an error, ``record_type`` is the failing implementation and ``field`` its last
+    message line with digits normalised; for a timeout, the implementation that hung.
+    """
+
+    status: str
+    record_type: str | None
+    field: str | None
+
+    def slug(self) -> str:
+        return slugify("-".join(p for p in (self.status, self.record_type, self.field) if p))
+
+    def describe(self) -> str:
+        parts = [self.status]
+        if self.record_type:
+            parts.append(f"at a {self.record_type} record" if self.status == DIVERGED else "in")
+            if self.status != DIVERGED:
+                parts.append(self.record_type)
+        if self.field:
+            parts.append(f"field {self.field}" if self.status == DIVERGED else f"({self.field})")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "record_type": self.record_type, "field": self.field}
+
+
+def slugify(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "divergence"
+
+
+def signature_slug(signature: Hashable) -> str:
+    slug = getattr(signature, "slug", None)
+    return str(slug()) if callable(slug) else slugify(str(signature))
+
+
+def default_signature(
+    scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec]
+) -> Signature | None:
+    """The signature of a run's failure, or None when every implementation agreed."""
+    if result.status == IDENTICAL:
+        return None
+    if result.status == ERROR:
+        last = result.message.strip().splitlines()[-1] if result.message.strip() else ""
+        return Signature(ERROR, result.failed_impl, re.sub(r"\d+", "N", last)[:120])
+    if result.status == TIMEOUT:
+        return Signature(TIMEOUT, result.failed_impl, None)
+    return Signature(DIVERGED, result.record_type, divergence_field(scenario, result, specs))
+
+
+def divergence_field(
+    scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec]
+) -> str | None:
+    """The first differing top-level key of the two records at the divergence index."""
+    index = result.divergence
+    if index is None:
+        return None
+    records = [_record_at(scenario, spec, index) for spec in specs]
+    first = records[0]
+    for other in records[1:]:
+        if _same(first, other):
+            continue
+        if first is None or other is None:
+            return "<end>"
+        if first.get("t") != other.get("t"):
+            return "t"
+        path = difference_path(first, other)
+        return None if not path else str(path[0])
+    return None
+
+
+def _record_at(scenario: Scenario, spec: ImplSpec, index: int) -> dict[str, Any] | None:
+    try:
+        return next(islice(runner_trace_records(scenario, spec), index, index + 1), None)
+    except Exception:  # noqa: BLE001 - an implementation that fails first has no record here
+        return None
+
+
+def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return encode(a) == encode(b)
+
+
+# -- the order ---------------------------------------------------------------------------------
+def _digits(value: float) -> int:
+    """How many decimals a float needs when written shortest: 0.75 -> 2, 1.0 -> 0."""
+    text = repr(float(value))
+    if "e" in text or "inf" in text or "nan" in text:
+        return 17
+    fraction = text.partition(".")[2].rstrip("0")
+    return len(fraction)
+
+
+def feature_count(scenario: Scenario) -> int:
+    """Features switched on: per request, and scheduler-wide (see ``size_key``)."""
+    count = 0
+    for r in scenario.requests:
+        count += r.grammar + r.host_stop + r.fixed + (r.stop_at >= 0) + (r.proposer == "copy")
+    p = scenario.params
+    count += p.ragged + ALLOCATION_RANK.get(p.allocation, 3) + p.queue_depth + len(p.eager_shapes)
+    defaults = SchedulerParams()
+    skip = {"allocation", "ragged", "queue_depth", "eager_shapes"}
+    for f in dataclasses.fields(SchedulerParams):
+        if f.name not in skip and getattr(p, f.name) != getattr(defaults, f.name):
+            count += 1
+    truth_defaults = EngineTruth()
+    for f in dataclasses.fields(EngineTruth):
+        if getattr(scenario.truth, f.name) != getattr(truth_defaults, f.name):
+            count += 1
+    return count
+
+
+def size_key(scenario: Scenario, plans: int) -> tuple[int, ...]:
+    """The shrink order: a candidate is accepted only if its key is smaller."""
+    requests = scenario.requests
+    ids = sorted(r.id for r in requests)
+    return (
+        len(requests),
+        plans,
+        feature_count(scenario),
+        sum(r.max_new for r in requests),
+        sum(r.prompt_len for r in requests),
+        sum(r.arrival_us for r in requests),
+        sum(max(r.stop_at, 0) + max(r.fixed_width, 0) + max(r.grammar_cap, 0) for r in requests),
+        sum(_digits(r.accept_base) + _digits(r.accept_decay) for r in requests),
+        sum(abs(i - n) for n, i in enumerate(ids)),
+        sum(1 for a, b in zip(requests, requests[1:], strict=False) if a.id > b.id),
+    )
+
+
+def scenario_plans(result: ScenarioResult) -> int:
+    return max((s.plans for s in result.impls), default=0)
+
+
+# -- results and progress -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShrinkProgress:
+    pass_name: str
+    attempts: int
+    improvements: int
+    requests: int
+    plans: int
+    elapsed: float
+
+
+@dataclass(frozen=True)
+class ShrinkResult:
+    initial: Scenario
+    shrunk: Scenario
+    signature: Hashable | None  # None: the scenario did not fail; nothing was shrunk
+    initial_result: ScenarioResult
+    result: ScenarioResult
+    impls: tuple[str, ...]
+    attempts: int
+    improvements: int
+    seconds: float
+    complete: bool  # False when the time limit stopped the search early
+
+    @property
+    def failing(self) -> bool:
+        return self.signature is not None
+
+    @property
+    def before(self) -> tuple[int, int]:
+        """(requests, plans) of the original scenario."""
+        return len(self.initial.requests), scenario_plans(self.initial_result)
+
+    @property
+    def after(self) -> tuple[int, int]:
+        """(requests, plans) of the shrunk scenario."""
+        return len(self.shrunk.requests), scenario_plans(self.result)
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+# -- the shrinker ---------------------------------------------------------------------------
+class Shrinker:
+    """Greedy, signature-preserving minimisation of one scenario (see the module essay)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        specs: Sequence[ImplSpec],
+        *,
+        signature_fn: SignatureFn = default_signature,
+        timeout_s: float = 60.0,
+        on_progress: ProgressFn | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if len(specs) < 2:
+            raise ValueError("shrinking needs at least two implementations")
+        self.initial = scenario
+        self.specs = tuple(specs)
+        self.signature_fn = signature_fn
+        self.timeout_s = timeout_s
+        self.on_progress = on_progress
+        self.clock = clock
+        self.started = clock()
+        self.attempts = 0
+        self.improvements = 0
+        self.seen: set[str] = set()
+        self.pass_name = "start"
+        self.run_timeout: float | None = None
+        self.signature: Hashable | None = None
+        self.best = scenario
+        self.best_result: ScenarioResult | None = None
+        self.best_key: tuple[int, ...] = ()
+
+    # -- driving ---------------------------------------------------------------------------
+    def shrink(self) -> ShrinkResult:
+        started = time.perf_counter()
+        initial_result = run_scenario(self.initial, self.specs, timeout_s=self.timeout_s / 2)
+        run_seconds = time.perf_counter() - started
+        self.seen.add(_canonical(self.initial))
+        self.signature = self.signature_fn(self.initial, initial_result, self.specs)
+        self.best_result = initial_result
+        self.best_key = size_key(self.initial, scenario_plans(initial_result))
+        complete = True
+        if self.signature is not None:
+            # A candidate may make an implementation spin; it must not stall the search.
+            self.run_timeout = max(2.0, 5.0 * run_seconds)
+            if initial_result.status == TIMEOUT:
+                # The original ran into the limit; a hang hangs under any limit, so a
+                # short one keeps each candidate cheap.
+                self.run_timeout = max(0.5, min(5.0, self.timeout_s / 20))
+            self._report()
+            try:
+                self._loop()
+            except _OutOfTime:
+                complete = False
+        assert self.best_result is not None
+        return ShrinkResult(
+            initial=self.initial,
+            shrunk=self.best,
+            signature=self.signature,
+            initial_result=initial_result,
+            result=self.best_result,
+            impls=tuple(s.name for s in self.specs),
+            attempts=self.attempts,
+            improvements=self.improvements,
+            seconds=self.clock() - self.started,
+            complete=complete,
+        )
+
+    def _loop(self) -> None:
+        passes: list[tuple[str, Callable[[], None]]] = [
+            ("keep earliest requests", self.keep_earliest),
+            ("delete requests", self.delete_requests),
+            ("switch features off", self.switch_features_off),
+            ("simplify scheduler", self.simplify_params),
+            ("halve numbers", self.halve_numbers),
+            ("minimise numbers", self.minimize_numbers),
+            ("round floats", self.round_floats),
+            ("canonical ids", self.canonical_ids),
+        ]
+        while True:
+            before = self.best_key
+            for name, run_pass in passes:
+                self.pass_name = name
+                run_pass()
+            if self.best_key == before:
+                return
+
+    def _report(self) -> None:
+        if self.on_progress is None or self.best_result is None:
+            return
+        self.on_progress(
+            ShrinkProgress(
+                pass_name=self.pass_name,
+                attempts=self.attempts,
+                improvements=self.improvements,
+                requests=len(self.best.requests),
+                plans=scenario_plans(self.best_result),
+                elapsed=self.clock() - self.started,
+            )
+        )
+
+    def consider(self, candidate: Scenario) -> bool:
+        """Run a candidate; keep it (and return True) if it is interesting and smaller."""
+        if self.clock() - self.started >= self.timeout_s:
+            raise _OutOfTime()
+        try:
+            candidate.validate()
+        except ScenarioError:
+            return False
+        canonical = _canonical(candidate)
+        if canonical in self.seen:
+            return False
+        self.seen.add(canonical)
+        self.attempts += 1
+        result = run_scenario(candidate, self.specs, timeout_s=self.run_timeout)
+        accepted = False
+        assert self.best_result is not None
+        if result.status == self.best_result.status:
+            key = size_key(candidate, scenario_plans(result))
+            if (
+                key < self.best_key
+                and self.signature_fn(candidate, result, self.specs) == self.signature
+            ):
+                self.best, self.best_result, self.best_key = candidate, result, key
+                self.improvements += 1
+                accepted = True
+        self._report()
+        return accepted
+
+    def with_requests(self, requests: Iterable[RequestSpec]) -> Scenario:
+        return dataclasses.replace(self.best, requests=tuple(requests))
+
+    def replace_request(self, index: int, **changes: Any) -> bool:
+        requests = list(self.best.requests)
+        if index >= len(requests):
+            return False
+        requests[index] = dataclasses.replace(requests[index], **changes)
+        return self.consider(self.with_requests(requests))
+
+    # -- passes ----------------------------------------------------------------------------
+    def holds(self, candidate: Scenario) -> bool:
+        """True when ``candidate`` is the current best or becomes it: the predicate for
+        ``find_integer`` and ``minimize_int``, which may re-probe a value that worked."""
+        if _canonical(candidate) == _canonical(self.best):
+            return True
+        return self.consider(candidate)
+
+    def keep_earliest(self) -> None:
+        """Keep the k earliest arrivals, for the smallest k found by growing then bisecting."""
+        base = self.best.requests
+        ordered = sorted(base, key=lambda r: (r.arrival_us, r.id))
+        total = len(ordered)
+
+        def works(k: int) -> bool:
+            kept = {r.id for r in ordered[:k]}
+            return self.holds(self.with_requests(r for r in base if r.id in kept))
+
+        low, high = 0, 1  # low: known not to work (no request, no divergence)
+        while high < total and not works(high):
+            low, high = high, min(total, high * 2)
+        if high >= total:
+            return
+        while high - low > 1:
+            middle = (low + high) // 2
+            if works(middle):
+                high = middle
+            else:
+                low = middle
+
+    def delete_requests(self) -> None:
+        """Adaptive deletion: from the end, delete the longest run ending at each request."""
+        index = len(self.best.requests) - 1
+        while index >= 0:
+            index -= max(1, self._delete_run_ending_at(index))
+
+    def _delete_run_ending_at(self, end: int) -> int:
+        """Delete requests[end - n + 1 : end + 1] for the largest n that works; returns n."""
+        base = self.best.requests
+        if end >= len(base):
+            return 0
+
+        def works(length: int) -> bool:
+            start = end + 1 - length
+            if start < 0:
+                return False
+            return self.holds(self.with_requests(base[:start] + base[end + 1 :]))
+
+        if not works(1):
+            return 0
+        return find_integer(works)
+
+    def switch_features_off(self) -> None:
+        """Every feature off for all requests at once, then per feature, then per request."""
+        offs: dict[str, dict[str, Any]] = {
+            "grammar": {"grammar_cap": -1},
+            "host_stop": {"host_stop": False},
+            "fixed": {"fixed_width": -1},
+            "stop": {"stop_at": -1},
+            "copy": {"proposer": "mtp"},
+        }
+        everything: dict[str, Any] = {}
+        for change in offs.values():
+            everything.update(change)
+        self._change_all(everything)
+        for change in offs.values():
+            self._change_all(change)
+        for index in range(len(self.best.requests)):
+            for change in offs.values():
+                request = self.best.requests[index] if index < len(self.best.requests) else None
+                if request is not None and any(getattr(request, k) != v for k, v in change.items()):
+                    self.replace_request(index, **change)
+
+    def _change_all(self, change: dict[str, Any]) -> bool:
+        requests = [dataclasses.replace(r, **change) for r in self.best.requests]
+        if requests == list(self.best.requests):
+            return False
+        return self.consider(self.with_requests(requests))
+
+    def simplify_params(self) -> None:
+        """Rect graphs, host allocation, shallower queues, defaults for everything else."""
+        tries: list[dict[str, Any]] = [
+            {"ragged": False},
+            {"allocation": "host"},
+            {"allocation": "device"},
+            {"queue_depth": 0},
+            {"queue_depth": 1},
+            {"eager_shapes": ()},
+        ]
+        defaults = SchedulerParams()
+        for f in dataclasses.fields(SchedulerParams):
+            if f.name not in ("allocation", "ragged", "queue_depth", "eager_shapes"):
+                tries.append({f.name: getattr(defaults, f.name)})
+        for change in tries:
+            current = self.best.params
+            if all(getattr(current, k) == v for k, v in change.items()):
+                continue
+            if ALLOCATION_RANK.get(change.get("allocation", ""), -1) > ALLOCATION_RANK.get(
+                current.allocation, 3
+            ):
+                continue
+            self.consider(
+                dataclasses.replace(self.best, params=dataclasses.replace(current, **change))
+            )
+        if self.best.params.eager_shapes:
+            self._delete_eager_shapes()
+        truth_defaults = EngineTruth()
+        for f in dataclasses.fields(EngineTruth):
+            value = getattr(truth_defaults, f.name)
+            if getattr(self.best.truth, f.name) != value:
+                truth = dataclasses.replace(self.best.truth, **{f.name: value})
+                self.consider(dataclasses.replace(self.best, truth=truth))
+
+    def _delete_eager_shapes(self) -> None:
+        """Adaptive deletion over the eager shapes, from the end (as for requests)."""
+        index = len(self.best.params.eager_shapes) - 1
+        while index >= 0:
+            index -= max(1, self._delete_shapes_ending_at(index))
+
+    def _delete_shapes_ending_at(self, end: int) -> int:
+        base = self.best.params.eager_shapes
+        if end >= len(base):
+            return 0
+
+        def works(length: int) -> bool:
+            start = end + 1 - length
+            if start < 0:
+                return False
+            params = dataclasses.replace(
+                self.best.params, eager_shapes=base[:start] + base[end + 1 :]
+            )
+            return self.holds(dataclasses.replace(self.best, params=params))
+
+        if not works(1):
+            return 0
+        return find_integer(works)
+
+    def halve_numbers(self) -> None:
+        """Coarse steps over all requests at once: arrivals to 0, lengths halved."""
+        self._change_each(lambda r: {"arrival_us": 0})
+        for _ in range(12):
+            if not self._change_each(lambda r: {"max_new": max(1, r.max_new // 2)}):
+                break
+        for _ in range(12):
+            if not self._change_each(lambda r: {"prompt_len": max(1, r.prompt_len // 2)}):
+                break
+        self._change_each(lambda r: {"prompt_len": 1})
+
+    def _change_each(self, change: Callable[[RequestSpec], dict[str, Any]]) -> bool:
+        requests = []
+        for r in self.best.requests:
+            updated = dataclasses.replace(r, **change(r))
+            if updated.stop_at > updated.max_new:
+                updated = dataclasses.replace(updated, stop_at=updated.max_new)
+            requests.append(updated)
+        if requests == list(self.best.requests):
+            return False
+        return self.consider(self.with_requests(requests))
+
+    def minimize_numbers(self) -> None:
+        """Each request's integers, one at a time, towards their lower bounds."""
+        fields = (
+            ("max_new", 1),
+            ("prompt_len", 1),
+            ("arrival_us", 0),
+            ("stop_at", 1),
+            ("fixed_width", 0),
+            ("grammar_cap", 0),
+        )
+        for index in range(len(self.best.requests)):
+            for name, lower in fields:
+                if index >= len(self.best.requests):
+                    return
+                value = getattr(self.best.requests[index], name)
+                if value < lower:
+                    continue  # -1: the feature is off
+
+                def works(candidate: int, index: int = index, name: str = name) -> bool:
+                    changes: dict[str, Any] = {name: candidate}
+                    request = dataclasses.replace(self.best.requests[index], **changes)
+                    requests = list(self.best.requests)
+                    requests[index] = request
+                    return self.holds(self.with_requests(requests))
+
+                minimize_int(value, lower, works)
+
+    def round_floats(self) -> None:
+        """Acceptance parameters rounded to fewer digits."""
+        for index in range(len(self.best.requests)):
+            for name in ("accept_base", "accept_decay"):
+                if index >= len(self.best.requests):
+                    return
+                value = float(getattr(self.best.requests[index], name))
+                for digits in range(min(_digits(value), 3) - 1, -1, -1):
+                    rounded = round(value, digits)
+                    if rounded != value and self.replace_request(index, **{name: rounded}):
+                        break
+                    value = float(getattr(self.best.requests[index], name))
+
+    def canonical_ids(self) -> None:
+        """Requests in id order, then ids 0..n-1 (ids key the engine's draws: a candidate)."""
+        ordered = sorted(self.best.requests, key=lambda r: r.id)
+        if ordered != list(self.best.requests):
+            self.consider(self.with_requests(ordered))
+        renumbered = [dataclasses.replace(r, id=n) for n, r in enumerate(self.best.requests)]
+        if renumbered != list(self.best.requests):
+            self.consider(self.with_requests(renumbered))
+
+
+def _canonical(scenario: Scenario) -> str:
+    return json.dumps(scenario.to_dict(), sort_keys=True)
+
+
+def find_integer(works: Callable[[int], bool]) -> int:
+    """The largest n >= 0 with works(n) true, assuming works(0) and probing upwards:
+    1, 2, 4, 8... until a failure, then bisecting (Hypothesis' ``find_integer``).
+    ``works`` must stay true for a value it accepted before (it is asked again)."""
+    low, high = 0, 1
+    while works(high):
+        low, high = high, high * 2
+        if high > 1 << 20:
+            return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if works(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+BISECT_BELOW = 128  # values above this only try simpler numbers, never every integer
+
+
+def simpler_ints(value: int, lower: int) -> list[int]:
+    """Simpler values below ``value``, smallest first: its halvings and its round-downs
+    to fewer significant digits (16021 -> 8010, 10000, 16000, 16020...)."""
+    found = set()
+    half = value // 2
+    while half > lower:
+        found.add(half)
+        half //= 2
+    scale = 10
+    while scale <= value:
+        rounded = value // scale * scale
+        if lower < rounded < value:
+            found.add(rounded)
+        scale *= 10
+    return sorted(found)
+
+
+def minimize_int(value: int, lower: int, works: Callable[[int], bool]) -> int:
+    """A smaller value that works, found cheaply: ``lower`` first, then a bisection over
+    the simpler numbers (:func:`simpler_ints`), then, for small values only, a bisection
+    down from ``value - 1`` (skipped when ``value - 1`` fails: the value is locally minimal).
+
+    Bisecting large numbers would creep (an arrival time one microsecond earlier is rarely
+    a simpler repro, and every step costs a run), so they stop at a round number.
+    """
+    if value <= lower:
+        return value
+    if works(lower):
+        return lower
+    # Bisect the list of simpler values as if "works" were monotone: log2(n) runs.
+    candidates = [*simpler_ints(value, lower), value]
+    low, high = -1, len(candidates) - 1  # candidates[high] works; low: lower, which fails
+    while high - low > 1:
+        middle = (low + high) // 2
+        if works(candidates[middle]):
+            high = middle
+        else:
+            low = middle
+    value = candidates[high]
+    if value > BISECT_BELOW or value - 1 <= lower or not works(value - 1):
+        return value
+    low, high = lower, value - 1  # low fails, high works
+    while high - low > 1:
+        middle = (low + high) // 2
+        if works(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def shrink(
+    scenario: Scenario,
+    specs: Sequence[ImplSpec],
+    *,
+    signature_fn: SignatureFn = default_signature,
+    timeout_s: float = 60.0,
+    on_progress: ProgressFn | None = None,
+) -> ShrinkResult:
+    """Shrink ``scenario`` while it keeps failing with the same signature."""
+    return Shrinker(
+        scenario, specs, signature_fn=signature_fn, timeout_s=timeout_s, on_progress=on_progress
+    ).shrink()
+
+
+# -- the regression corpus ------------------------------------------------------------------
+REGRESSION_FORMAT = "tracediff-regression"
+REGRESSIONS_DIR = "scenarios/regressions"
+
+
+def regression_dir(regressions: str | None = None, artifacts: str | None = None) -> Path:
+    """Where ``--save`` writes: the corpus, or ``<artifacts>/regressions`` when CI=true."""
+    from tracediff.golden import artifacts_dir, in_ci
+
+    if in_ci():
+        return artifacts_dir(artifacts) / "regressions"
+    return Path(regressions or REGRESSIONS_DIR)
+
+
+def regression_document(result: ShrinkResult, note: str = "") -> dict[str, Any]:
+    """The saved form: ``Scenario.to_dict()`` plus what found it (extra keys, which
+    ``Scenario.from_dict`` ignores, so the corpus loads it as a plain scenario)."""
+    assert result.signature is not None
+    signature = result.signature
+    to_dict = getattr(signature, "to_dict", None)
+    before_requests, before_plans = result.before
+    after_requests, after_plans = result.after
+    return {
+        "format": REGRESSION_FORMAT,
+        "version": 1,
+        "note": note
+        or (
+            f"shrunk from {result.initial.profile}:{result.initial.seed} "
+            f"({before_requests} requests, {before_plans} plans) to {after_requests} requests, "
+            f"{after_plans} plans; {describe_signature(signature)}"
+        ),
+        "impls": list(result.impls),
+        "signature": to_dict() if callable(to_dict) else str(signature),
+        **result.shrunk.to_dict(),
+    }
+
+
+def describe_signature(signature: Hashable) -> str:
+    describe = getattr(signature, "describe", None)
+    return str(describe()) if callable(describe) else str(signature)
+
+
+def save_regression(
+    result: ShrinkResult,
+    *,
+    regressions: str | None = None,
+    artifacts: str | None = None,
+    note: str = "",
+) -> Path:
+    """Write the shrunk scenario as ``<profile>-<seed>-<signature-slug>.json``, atomically."""
+    from tracediff.atomic import write_text_atomic
+
+    if result.signature is None:
+        raise ValueError("nothing to save: the scenario did not fail")
+    directory = regression_dir(regressions, artifacts)
+    directory.mkdir(parents=True, exist_ok=True)
+    scenario = result.initial
+    name = f"{scenario.profile}-{scenario.seed}-{signature_slug(result.signature)}.json"
+    path = directory / name
+    write_text_atomic(path, json.dumps(regression_document(result, note), indent=1) + "\n")
+    return path
+
+
+def load_regression(path: str | Path) -> tuple[Scenario, tuple[str, ...]]:
+    """A saved scenario and the implementations it was found with (may be empty)."""
+    from tracediff.errors import TraceFormatError
+
+    name = str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TraceFormatError(name, "does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceFormatError(name, f"not a scenario JSON file: {exc}") from None
+    if not isinstance(data, dict):
+        raise TraceFormatError(name, "not a scenario JSON object")
+    try:
+        scenario = Scenario.from_dict(data)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{name}: {exc}") from None
+    impls = data.get("impls", [])
+    return scenario, tuple(str(i) for i in impls) if isinstance(impls, list) else ()
