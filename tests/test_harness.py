@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.impls.skewed import SKEW_AT
 from tracediff.cli import main
 from tracediff.impls import parse_impl
 from tracediff.runner import DIVERGED, IDENTICAL, RunOptions, run_scenario, run_scenarios
 from tracediff.scenario.generator import generate
 from tracediff.scenario.profiles import load_profile, parse_seeds
 from tracediff.trace import TraceReader, first_difference
-from tests.impls.skewed import SKEW_AT
 
 
 def test_one_scenario_gives_the_same_bytes_in_two_processes(
@@ -24,9 +24,21 @@ def test_one_scenario_gives_the_same_bytes_in_two_processes(
     for name in ("a", "b"):
         out = tmp_path / f"{name}.trace"
         subprocess.run(
-            [python, "-m", "tracediff.cli", "record", "--profile", "quick", "--seed", "40",
-             "-o", str(out)],
-            check=True, env=subprocess_env, capture_output=True,
+            [
+                python,
+                "-m",
+                "tracediff.cli",
+                "record",
+                "--profile",
+                "quick",
+                "--seed",
+                "40",
+                "-o",
+                str(out),
+            ],
+            check=True,
+            env=subprocess_env,
+            capture_output=True,
         )
         outputs.append(out)
     assert first_difference(outputs[0], outputs[1]) is None
@@ -47,7 +59,9 @@ def test_same_inputs_same_digest_twice_in_one_process() -> None:
 
 def test_a_different_implementation_diverges_at_the_right_record() -> None:
     scenario = generate(load_profile("quick"), 12)
-    result = run_scenario(scenario, (parse_impl("reference"), parse_impl("tests.impls.skewed:SkewedScheduler")))
+    result = run_scenario(
+        scenario, (parse_impl("reference"), parse_impl("tests.impls.skewed:SkewedScheduler"))
+    )
     assert result.status == DIVERGED
     assert result.record_type == "plan"
     assert result.plan == SKEW_AT
@@ -66,8 +80,18 @@ def test_cli_run_exits_1_on_divergence_and_names_the_record() -> None:
     runner = CliRunner()
     result = runner.invoke(
         main,
-        ["run", "--seeds", "12", "--impl", "reference", "--impl",
-         "tests.impls.skewed:SkewedScheduler", "-j", "1", "--no-progress"],
+        [
+            "run",
+            "--seeds",
+            "12",
+            "--impl",
+            "reference",
+            "--impl",
+            "tests.impls.skewed:SkewedScheduler",
+            "-j",
+            "1",
+            "--no-progress",
+        ],
     )
     assert result.exit_code == 1, result.output
     assert "1 diverged" in result.output

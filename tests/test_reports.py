@@ -80,12 +80,12 @@ def test_terminal_divergence_at_a_fixed_width(report: DiffReport) -> None:
     text = _render(DivergenceView(d))
     assert all(len(line) <= WIDTH for line in text.splitlines())
     assert "first divergence · quick:12" in text
-    assert "record 23 · plan 9 · clock 88,435 µs" in text
-    assert "plan 9 › candidates[23] › expected" in text
+    assert "record 21 · plan 8 · clock 79,452 µs" in text
+    assert "plan 8 › candidates[23] › expected" in text
     assert "value · plan › candidates[*] › expected" in text
-    assert "a float moved by 1 ULP" in text and "1.41e-16" in text
-    assert "6.297144552727272" in text and "6.297144552727273" in text  # every digit shown
-    assert "≡ same" in text and "≠ 23" in text
+    assert "a float moved by 1 ULP" in text and "1.37e-16" in text
+    assert "6.470016 " in text and "6.470016000000001" in text  # every digit shown
+    assert "≡ same" in text and "≠ 21" in text
 
 
 def test_terminal_report_lists_signatures_and_verdict(report: DiffReport) -> None:
@@ -136,7 +136,7 @@ def test_diff_load_presents_the_same_report(tmp_path: Path) -> None:
     runner = CliRunner()
     direct = runner.invoke(main, ["diff", a, b])
     assert direct.exit_code == 1, direct.output
-    assert "first difference at record 23" in direct.output
+    assert "first difference at record 21" in direct.output
     saved = tmp_path / "report.json"
     written = runner.invoke(main, ["diff", a, b, "--format", "json", "-o", str(saved)])
     assert written.exit_code == 1
@@ -230,7 +230,7 @@ def test_html_is_well_formed_and_self_contained(report: DiffReport) -> None:
     assert differs and all(int(e.get("data-plan") or 0) > 3 for e in differs)
     for needle in ("<script", "<link", "src=", "@import", "url(", 'href="http'):
         assert needle not in page
-    assert "quick:12" in page and "plan 9 › candidates[23] › expected" in page
+    assert "quick:12" in page and "plan 8 › candidates[23] › expected" in page
 
 
 def test_html_escapes_what_it_shows(report: DiffReport) -> None:

@@ -15,10 +15,12 @@ Manifest format, version 1 (JSON, one scenario per line so that a review diff is
     {"format": "tracediff-golden", "version": 1, "profile": "quick", "impl": "reference",
      "tracediff": "0.1.0", "traces": [3, 40],
      "scenarios": [{"seed": 0, "digest": "<sha256 hex>", "plans": 21, "records": 50,
-                    "bytes": 23145}, ...]}
+                    "bytes": 23145, "scenario": "<16 hex>"}, ...]}
 
 ``records`` counts the compared frames, header included (as ``ImplStats.records``);
-``bytes`` is the size of the compared payloads (header and records, without framing).
+``bytes`` is the size of the compared payloads (header and records, without framing);
+``scenario`` is the start of the sha256 of the header payload, so that a check can tell a
+changed scenario (profile, generator or scenario defaults) from changed decisions.
 
 Changing the golden files is a reviewed, two-step operation: ``update`` writes *pending*
 files next to them (``<profile>.json.new``, ``traces/<profile>-<seed>.trace.new``) and never
@@ -33,6 +35,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -60,6 +63,7 @@ ARTIFACTS_ENV = "TRACEDIFF_ARTIFACTS"
 PENDING = ".new"
 TRACES_PER_PROFILE = 6
 TRACE_MAX_BYTES = 160_000  # only small scenarios keep a full trace (the whole set ~2 MB)
+SCENARIO_HASH_CHARS = 16
 EXPLAIN_AT_MOST = 20  # mismatching seeds re-run against the reference to explain them
 
 OK, MISMATCH, MISSING = "ok", "mismatch", "missing"
@@ -89,6 +93,7 @@ class Entry:
     plans: int
     records: int
     bytes: int
+    scenario: str = ""  # sha256 (16 hex) of the trace header: which scenario was digested
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -161,6 +166,7 @@ def parse_manifest(data: Any, path: str) -> Manifest:
                 plans=int(row["plans"]),
                 records=int(row["records"]),
                 bytes=int(row["bytes"]),
+                scenario=str(row.get("scenario", "")),
             )
             for row in data["scenarios"]
         )
@@ -218,9 +224,10 @@ class Digested:
     bytes: int
     seconds: float
     message: str = ""
+    scenario: str = ""  # sha256 (16 hex) of the header payload
 
     def entry(self) -> Entry:
-        return Entry(self.seed, self.digest, self.plans, self.records, self.bytes)
+        return Entry(self.seed, self.digest, self.plans, self.records, self.bytes, self.scenario)
 
 
 class ScenarioTimeLimit(Exception):
@@ -254,6 +261,7 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
     """
     digest = BodyDigest()
     plans = records = size = 0
+    scenario_hash = ""
     started = time.perf_counter()
     status, message = OK, ""
     try:
@@ -262,6 +270,7 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
                 payload = encode(record)
                 if index == 0:
                     digest.add_header(payload)
+                    scenario_hash = hashlib.sha256(payload).hexdigest()[:SCENARIO_HASH_CHARS]
                 else:
                     digest.add_record(payload)
                     if record.get("t") == "plan":
@@ -287,6 +296,7 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
         bytes=size,
         seconds=time.perf_counter() - started,
         message=message,
+        scenario=scenario_hash,
     )
 
 
@@ -597,7 +607,7 @@ def _explain(
     keep = None if artifacts is None else str(artifacts)
     result = run_scenario(scenario, (reference, spec), artifacts=keep, timeout_s=timeout_s)
     reference_changed = result.impls[0].digest != mismatch.expected.digest
-    parts = []
+    parts = [SCENARIO_CHANGED] if _scenario_changed(mismatch) else []
     if result.status == IDENTICAL:
         parts.append(
             f"{spec.name} decides as {reference.name} does now, but {reference.name} no longer "
@@ -617,6 +627,23 @@ def _explain(
         plan=result.plan,
         record_type=result.record_type,
         artifacts=tuple(result.artifacts),
+    )
+
+
+SCENARIO_CHANGED = (
+    "the scenario itself changed since the manifest was written (its trace header differs: "
+    "the profile, the generator or the scenario defaults changed)"
+)
+
+
+def _scenario_changed(mismatch: GoldenMismatch) -> bool:
+    expected, actual = mismatch.expected, mismatch.actual
+    return bool(
+        expected is not None
+        and actual is not None
+        and expected.scenario
+        and actual.scenario
+        and expected.scenario != actual.scenario
     )
 
 
@@ -655,6 +682,12 @@ def _explain_reference_change(
         return dataclasses.replace(
             mismatch,
             explanation=f"{spec.name} now fails on this scenario: {actual.message}",
+            reference_changed=True,
+        )
+    if _scenario_changed(mismatch):
+        return dataclasses.replace(
+            mismatch,
+            explanation=SCENARIO_CHANGED + "; if intended: tracediff golden update, review, accept",
             reference_changed=True,
         )
     golden_trace = trace_path(golden_dir, manifest.profile, mismatch.seed)

@@ -8,10 +8,10 @@ resolved lazily, so loading the CLI imports no implementation it does not run.
 from __future__ import annotations
 
 import importlib
-import os
-import sys
 import importlib.metadata
+import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any

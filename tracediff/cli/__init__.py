@@ -8,7 +8,16 @@ Only this package imports click. Each module adds its commands to the group in `
 """
 
 # Importing the command modules registers their commands.
-from tracediff.cli import coverage, gate, golden, replay, run, shrink, traces  # noqa: F401
+from tracediff.cli import (  # noqa: F401
+    bench,
+    coverage,
+    gate,
+    golden,
+    replay,
+    run,
+    shrink,
+    traces,
+)
 from tracediff.cli.app import main
 
 __all__ = ["main"]

@@ -27,8 +27,9 @@ from tracediff.errors import UsageError
 def coverage(profile_name: str, seeds: str | None, jobs: int | None, json_path: str | None) -> None:
     """Per scheduler feature, how many scenarios and plans of a profile exercised it.
 
-    Drives the reference over the seed set. Exits 1 when some feature is exercised by no
-    scenario (the profile cannot catch a divergence there), 0 otherwise.
+    Drives the reference over the seed set. Exits 1 when some required feature is exercised
+    by no scenario (the profile cannot catch a divergence there), 0 otherwise; the round-size
+    rows marked (info) are reported but do not decide the exit code.
     """
     from tracediff.coverage import coverage as measure
     from tracediff.coverage import coverage_to_dict

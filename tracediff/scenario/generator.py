@@ -30,7 +30,9 @@ def _between(seed: int, tag: str, low: float, high: float, *parts: int) -> float
 def generate(profile: Profile, seed: int) -> Scenario:
     requests_n, allocation, graphs, queue_depth = profile.matrix.cell(seed)
     gen = profile.generator
-    overrides: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in profile.params.items()}
+    overrides: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in profile.params.items()
+    }
     params = dataclasses.replace(
         SchedulerParams(**overrides),
         allocation=allocation,

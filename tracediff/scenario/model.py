@@ -62,8 +62,8 @@ class SchedulerParams:
     refresh_period_us: int = 200_000
     refresh_tolerance: float = 0.05
     prefill_chunk: int = 512
-    prefill_bonus_cap: float = 8.0  # expected-token bonus a waiting prefill row can earn
-    prefill_bonus_period_us: int = 25_000  # waiting this long earns one token of bonus
+    prefill_bonus_cap: float = 128.0  # expected-token bonus a waiting prefill row can earn
+    prefill_bonus_period_us: int = 10_000  # waiting this long earns one token of bonus
     # Prior duration model (µs) of the packed round table.
     base_us: int = 9_000
     lane_us: int = 300

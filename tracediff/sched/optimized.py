@@ -496,6 +496,7 @@ class OptimizedScheduler(SchedulerCore):
                     expected,
                     extra,
                     F.candidate_value(expected, bonus, extra),
+                    0,
                 ]
             )
             budgets.append(0)
@@ -567,6 +568,7 @@ class OptimizedScheduler(SchedulerCore):
                         expected,
                         duration,
                         F.candidate_value(expected, row_bonus, duration),
+                        budget,
                     ]
                 )
                 budgets.append(budget)

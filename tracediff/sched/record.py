@@ -40,6 +40,7 @@ CANDIDATE_COLUMNS = (
     "expected",
     "duration",
     "value",
+    "budget",
 )
 PRUNED_COLUMNS = ("id", "by")
 PROBE_COLUMNS = (

@@ -50,6 +50,7 @@ class Candidate:
             self.expected,
             self.duration,
             self.value,
+            self.budget,
         ]
 
     def key(self) -> tuple[float, int, int, int, int, int, bool, int]:
