@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROFILE ?= quick
 JOBS ?=
 
-.PHONY: setup run test lint typecheck bench live-setup clean
+.PHONY: setup run test lint typecheck bench fuzz-long gate docs live-setup clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,18 @@ typecheck: setup
 
 bench: setup
 	$(BIN)/tracediff bench
+
+# The trace reader's fuzz test in its long mode (20 000 corruptions; CI runs 300).
+fuzz-long: setup
+	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_trace_fuzz.py -m slow -k long -p no:cacheprovider --hypothesis-show-statistics
+
+# What CI's equivalence gate runs: regressions, golden digests, then the quick profile.
+gate: setup
+	$(BIN)/tracediff gate --profile $(PROFILE) --junit artifacts/junit.xml --markdown artifacts/summary.md --html artifacts/report.html
+
+# docs/cli.md is generated from the commands' own help.
+docs: setup
+	$(BIN)/python docs/generate_cli_md.py
 
 # The live torch engine: pin exactly the CPU build that lies on this machine's disk.
 live-setup: setup

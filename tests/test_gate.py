@@ -46,7 +46,7 @@ def test_all_good_exits_0_and_writes_the_reports(tmp_path: Path) -> None:
         env={"GITHUB_STEP_SUMMARY": str(summary)},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "golden: not configured" in result.output
+    assert "golden: passed" in result.output  # the repository's golden/quick.json, seeds 0, 1
     assert "all good: 2 scenarios" in result.output
     xml = JUnitXml.fromfile(str(junit))
     cases = [case for suite in xml for case in suite]
@@ -161,6 +161,20 @@ def test_bad_input_is_exit_2(tmp_path: Path, args: list[str], needle: str) -> No
     assert needle in result.output and "Traceback" not in result.output
 
 
-def test_golden_hook_is_a_no_op_until_configured() -> None:
-    step, outcomes = golden_step("quick", (parse_impl("reference"),), "golden", 1)
+def test_golden_step_is_a_no_op_without_a_manifest(tmp_path: Path) -> None:
+    empty = tmp_path / "golden"
+    empty.mkdir()
+    step, outcomes = golden_step(
+        "quick", (parse_impl("reference"),), str(empty), 1, str(tmp_path / "a"), seeds=[0]
+    )
     assert (step.name, step.status, outcomes) == ("golden", "not configured", [])
+
+
+def test_golden_step_checks_every_implementation_against_the_manifest(tmp_path: Path) -> None:
+    golden = Path(__file__).resolve().parents[1] / "golden"
+    specs = (parse_impl("reference"), parse_impl(STALE))
+    step, outcomes = golden_step("quick", specs, str(golden), 1, str(tmp_path / "a"), seeds=[3, 37])
+    assert step.status == "failed", step.detail
+    # the reference matches its accepted digests; the stale pending advance does not (seed 37)
+    assert [(o.suite, o.seed, o.status) for o in outcomes] == [("golden", 37, "diverged")]
+    assert "reference matches all 2 digests" in step.detail

@@ -105,3 +105,14 @@ def test_cli_selfcheck(tmp_path: Path) -> None:
     assert "NONDETERMINISTIC" in bad.output and "quick:12" in bad.output
     data = json.loads(out.read_text())
     assert data["format"] == "tracediff-selfcheck" and data["nondeterministic"] == 1
+
+
+def test_run_self_check_reports_nondeterminism_and_exits_1(tmp_path: Path) -> None:
+    out = tmp_path / "summary.json"
+    args = ["run", "--seeds", "3", "-j", "1", "--impl", "reference", "--impl", RANDOM]
+    result = CliRunner().invoke(main, [*args, "--self-check", "--json", str(out)])
+    assert result.exit_code == 1, result.output
+    data = json.loads(out.read_text())
+    assert data["self_check"]["nondeterministic"] >= 1
+    plain = CliRunner().invoke(main, ["run", "--seeds", "3", "-j", "1", "--self-check"])
+    assert plain.exit_code == 0, plain.output

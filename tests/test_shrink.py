@@ -150,6 +150,7 @@ def test_cli_shrink_save_writes_the_corpus_and_repro(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CI", raising=False)
     args = ["shrink", "--seed", "12", "--impl", "reference", "--impl", SKEWED.name, "--save"]
+    args += ["--signature", "fields"]
     result = CliRunner().invoke(main, [*args, "--traces", "traces", "--json", "out.json"])
     assert result.exit_code == 1, result.output
     saved = tmp_path / "scenarios/regressions/quick-12-diverged-plan-credit-after.json"
@@ -166,6 +167,31 @@ def test_cli_shrink_save_writes_the_corpus_and_repro(
     again = CliRunner().invoke(main, ["shrink", "--scenario", str(saved), "--timeout-s", "10"])
     assert again.exit_code == 1, again.output  # the saved impls are the default
     assert "credit_after" in again.output
+
+
+def test_cli_shrink_keeps_the_divergence_explanations_signature_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CI", raising=False)
+    args = ["shrink", "--seed", "12", "--impl", "reference", "--impl", SKEWED.name, "--save"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    (saved,) = (tmp_path / "scenarios/regressions").glob("*.json")
+    assert saved.name == "quick-12-value-plan-credit-after.json"
+    data = json.loads(saved.read_text())
+    assert data["signature"]["kind"] == "value" and "credit_after" in data["signature"]["path"]
+
+
+def test_compare_signature_separates_kinds() -> None:
+    from tracediff.shrink import compare_signature
+
+    scenario = _first_diverging("quick", SLOT_TIEBREAK, 8)
+    specs = (REFERENCE, SLOT_TIEBREAK)
+    signature = compare_signature(scenario, run_scenario(scenario, specs), specs)
+    assert "decision" in str(signature)
+    same = _scenario("quick", 3)
+    assert compare_signature(same, run_scenario(same, specs[:1] * 2), specs[:1] * 2) is None
 
 
 def test_cli_shrink_in_ci_writes_artifacts_not_the_corpus(

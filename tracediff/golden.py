@@ -478,8 +478,13 @@ def check(
     artifacts: str | Path | None = None,
     explain_fn: ExplainFn | None = None,
     on_result: Callable[[Digested], None] | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> GoldenOutcome:
     """Run ``spec`` alone over the profile and compare its digests with the manifest.
+
+    ``seeds`` restricts the check to those seeds of the profile (each must be in the
+    manifest); by default every seed is checked and seeds missing on either side are
+    mismatches.
 
     Seeds that differ are re-run in lockstep against the manifest's implementation (the
     reference) to say where the traces first differ (``explain_fn`` may replace that
@@ -500,8 +505,12 @@ def check(
     manifest = read_manifest(path)
     if manifest.profile != name:
         raise TraceFormatError(str(path), f"is the manifest of profile {manifest.profile!r}")
-    results = digest_scenarios(scenarios, spec, jobs=jobs, timeout_s=timeout_s, on_result=on_result)
     expected = manifest.by_seed
+    if seeds is not None:
+        wanted = set(seeds)
+        scenarios = [s for s in scenarios if s.seed in wanted]
+        expected = {seed: entry for seed, entry in expected.items() if seed in wanted}
+    results = digest_scenarios(scenarios, spec, jobs=jobs, timeout_s=timeout_s, on_result=on_result)
     by_seed = {s.seed: s for s in scenarios}
     mismatches: list[GoldenMismatch] = []
     for result in results:
@@ -745,6 +754,7 @@ def gate_step(
     golden_dir: str | Path = DEFAULT_DIR,
     timeout_s: float | None = None,
     explain_fn: ExplainFn | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> GoldenOutcome:
     """The golden step of ``tracediff gate``: check one implementation against a profile's
     manifest; the outcome's JSON goes into ``artifacts`` (with the traces of mismatches).
@@ -759,6 +769,7 @@ def gate_step(
         timeout_s=timeout_s,
         artifacts=artifacts,
         explain_fn=explain_fn,
+        seeds=seeds,
     )
     if artifacts is not None and not outcome.ok:
         from tracediff.atomic import write_text_atomic
@@ -787,6 +798,7 @@ class Change:
     traces_removed: tuple[int, ...] = ()
     traces_changed: tuple[int, ...] = ()
     header: tuple[str, ...] = ()  # header fields that differ, as "impl: a -> b"
+    scenario_changed: tuple[int, ...] = ()  # changed seeds whose scenario itself changed
 
     @property
     def empty(self) -> bool:
@@ -819,6 +831,7 @@ class Change:
             "traces_removed": list(self.traces_removed),
             "traces_changed": list(self.traces_changed),
             "header": list(self.header),
+            "scenario_changed": list(self.scenario_changed),
         }
 
 
@@ -991,6 +1004,13 @@ def review_one(
         traces_removed=tuple(sorted(old_traces - set(new.traces))),
         traces_changed=tuple(sorted((pending_traces & old_traces) & set(new.traces))),
         header=tuple(header),
+        scenario_changed=tuple(
+            old_entry.seed
+            for old_entry, new_entry in changed
+            if old_entry.scenario
+            and new_entry.scenario
+            and old_entry.scenario != new_entry.scenario
+        ),
     )
 
 

@@ -22,6 +22,7 @@ produced that the trace does not hold, is a mismatch at that record.
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections import deque
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -257,9 +258,11 @@ class _Session:
             except TraceFormatError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an implementation failing is a finding
+                frames = traceback.extract_tb(exc.__traceback__)
+                where = f" ({frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})"
                 return self.result(
                     ERROR,
-                    message=f"{type(exc).__name__}: {exc}",
+                    message=f"{type(exc).__name__}: {exc}{where if frames else ''}",
                     error_index=index,
                     error_plan=self.last_plan,
                 )
@@ -283,7 +286,8 @@ class _Session:
                 self.name, f"{kind} record has no integer clock", offset=offset, record=index
             )
         if kind == "arrival":
-            spec = self.specs.get(record.get("request"))  # type: ignore[arg-type]
+            request = record.get("request")
+            spec = self.specs.get(request) if isinstance(request, int) else None
             if spec is None:
                 raise TraceFormatError(
                     self.name,

@@ -36,6 +36,10 @@ What makes a good pass here, in the spirit of the essay:
   second is Hypothesis' *adaptive deletion*: try deleting one request and, when that
   works, grow the deleted run exponentially and bisect to the longest run that still works
   (``find_integer``), so n deletable neighbours cost O(log n) runs instead of n.
+  Some divergences need *pressure* rather than particular requests (a tie-break that only
+  matters when the verification budget binds, i.e. when many lanes compete): keeping k of
+  n requests is also tried with the budget scaled by k/n, a compound step that no single
+  one-field change can make, since a smaller budget alone is not smaller in the order.
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
   before trying request by request; halve every ``max_new`` together before minimising
   each; set every arrival to 0 at once. When the coarse step works, the fine passes have
@@ -133,6 +137,23 @@ def default_signature(
     if result.status == TIMEOUT:
         return Signature(TIMEOUT, result.failed_impl, None)
     return Signature(DIVERGED, result.record_type, divergence_field(scenario, result, specs))
+
+
+def compare_signature(
+    scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec]
+) -> Hashable | None:
+    """The divergence explanation's signature (``tracediff.compare``): kind (decision, value,
+    structure, error, timeout) and field path with indices normalised. Finer than
+    :func:`default_signature`; it re-runs the implementations up to the divergence."""
+    if result.status == IDENTICAL:
+        return None
+    from tracediff.compare.explain import explain
+
+    signature: Hashable = explain(scenario, specs, result, context=0).signature
+    return signature
+
+
+SIGNATURES: dict[str, SignatureFn] = {"compare": compare_signature, "fields": default_signature}
 
 
 def divergence_field(
@@ -412,14 +433,29 @@ class Shrinker:
         return self.consider(candidate)
 
     def keep_earliest(self) -> None:
-        """Keep the k earliest arrivals, for the smallest k found by growing then bisecting."""
-        base = self.best.requests
-        ordered = sorted(base, key=lambda r: (r.arrival_us, r.id))
+        """Keep the k earliest arrivals, for the smallest k found by growing then bisecting.
+
+        When k requests alone do not fail, k requests with the verification budget scaled
+        down in proportion are tried too: a divergence that needs a binding budget (many
+        lanes competing for few verified tokens) then survives with few lanes.
+        """
+        base = self.best
+        ordered = sorted(base.requests, key=lambda r: (r.arrival_us, r.id))
         total = len(ordered)
+        budget = base.params.verify_budget
 
         def works(k: int) -> bool:
             kept = {r.id for r in ordered[:k]}
-            return self.holds(self.with_requests(r for r in base if r.id in kept))
+            fewer = dataclasses.replace(
+                base, requests=tuple(r for r in base.requests if r.id in kept)
+            )
+            if self.holds(fewer):
+                return True
+            scaled = max(k, -(-budget * k // total))
+            if scaled >= budget:
+                return False
+            params = dataclasses.replace(base.params, verify_budget=scaled)
+            return self.holds(dataclasses.replace(fewer, params=params))
 
         low, high = 0, 1  # low: known not to work (no request, no divergence)
         while high < total and not works(high):
@@ -721,7 +757,6 @@ def regression_document(result: ShrinkResult, note: str = "") -> dict[str, Any]:
     ``Scenario.from_dict`` ignores, so the corpus loads it as a plain scenario)."""
     assert result.signature is not None
     signature = result.signature
-    to_dict = getattr(signature, "to_dict", None)
     before_requests, before_plans = result.before
     after_requests, after_plans = result.after
     return {
@@ -734,9 +769,18 @@ def regression_document(result: ShrinkResult, note: str = "") -> dict[str, Any]:
             f"{after_plans} plans; {describe_signature(signature)}"
         ),
         "impls": list(result.impls),
-        "signature": to_dict() if callable(to_dict) else str(signature),
+        "signature": _signature_data(signature),
         **result.shrunk.to_dict(),
     }
+
+
+def _signature_data(signature: Hashable) -> Any:
+    to_dict = getattr(signature, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(signature) and not isinstance(signature, type):
+        return dataclasses.asdict(signature)
+    return str(signature)
 
 
 def describe_signature(signature: Hashable) -> str:

@@ -33,7 +33,9 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import (
     DEFAULT_CONTEXT,
+    DIVERGED,
     EMPTY,
+    ERROR,
     FAILED,
     NOT_CONFIGURED,
     PASSED,
@@ -164,7 +166,14 @@ def gate(
     interrupted: int | None = None
     for name, step_scenarios, suite in plan:
         if name == "golden":
-            step, found = golden_step(profile_name, specs, golden_dir, job_count)
+            step, found = golden_step(
+                profile_name,
+                specs,
+                golden_dir,
+                job_count,
+                artifacts,
+                seeds=[s.seed for s in scenarios] if seeds else None,
+            )
         elif not step_scenarios:
             step, found = StepOutcome(name, EMPTY, f"no scenarios in {regressions_dir}"), []
         else:
@@ -202,23 +211,49 @@ def gate(
 
 
 def golden_step(
-    profile: str, specs: Sequence[ImplSpec], golden_dir: str, jobs: int
+    profile: str,
+    specs: Sequence[ImplSpec],
+    golden_dir: str,
+    jobs: int,
+    artifacts: str,
+    seeds: Sequence[int] | None = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome]]:
-    """The golden-digest step of the gate: the hook ``tracediff golden`` fills in.
+    """The golden-digest step: every implementation must reproduce the accepted digests.
 
-    It is to check the digests recorded for ``profile`` under ``golden_dir`` (an unintended
-    change of the reference itself) and return the step's outcome plus one scenario outcome
-    per digest that no longer matches (suite ``golden``). Until the golden manifests exist,
-    it is a no-op step that is reported as "golden: not configured" and never fails the gate.
+    ``golden/<profile>.json`` holds the reference's body digests as last accepted. An
+    implementation matching them decides exactly as that reference did, so this step
+    catches an unintended change of the reference itself as well as of the optimized one.
+    A profile without a manifest is reported as "not configured" and does not fail the gate.
+    With ``seeds`` (the gate's ``--seeds``) only those seeds are checked.
     """
-    return (
-        StepOutcome(
-            "golden",
-            NOT_CONFIGURED,
-            f"no golden digests for profile {profile!r} are checked yet ({golden_dir}/)",
-        ),
-        [],
-    )
+    from tracediff.golden import DIGEST, gate_step
+
+    found: list[ScenarioOutcome] = []
+    details = []
+    for spec in specs:
+        outcome = gate_step(
+            profile,
+            spec,
+            jobs,
+            os.path.join(artifacts, "golden"),
+            golden_dir=golden_dir,
+            seeds=seeds,
+        )
+        if outcome.skipped:
+            return StepOutcome("golden", NOT_CONFIGURED, outcome.message), []
+        details.append(outcome.summary())
+        for mismatch in outcome.mismatches:
+            found.append(
+                ScenarioOutcome(
+                    suite="golden",
+                    profile=outcome.profile,
+                    seed=mismatch.seed,
+                    features=mismatch.explanation or mismatch.kind,
+                    status=DIVERGED if mismatch.kind == DIGEST else ERROR,
+                    plans=mismatch.actual.plans if mismatch.actual else 0,
+                )
+            )
+    return StepOutcome("golden", FAILED if found else PASSED, "; ".join(details)), found
 
 
 def _safe(name: str) -> str:

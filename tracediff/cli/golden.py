@@ -231,6 +231,8 @@ def _change_renderable(change: Any) -> Any:
             "digest changed",
             _seeds(tuple(new.seed for _old, new in change.changed)),
         )
+        if change.scenario_changed:
+            table.add_row("of which the scenario changed", _seeds(change.scenario_changed))
     table.add_row("traces added", _seeds(change.traces_added))
     table.add_row("traces removed", _seeds(change.traces_removed))
     table.add_row("traces changed", _seeds(change.traces_changed))

@@ -111,6 +111,13 @@ from tracediff.runner import (
     show_default=True,
     help="Explain findings with K records of context (0: off).",
 )
+@click.option(
+    "--self-check",
+    "self_check_flag",
+    is_flag=True,
+    help="Also run each implementation twice per scenario and report nondeterminism apart "
+    "from divergence.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def run(
     profile_name: str | None,
@@ -124,6 +131,7 @@ def run(
     resume_dir: str | None,
     json_path: str | None,
     explain_k: int,
+    self_check_flag: bool,
     no_progress: bool,
 ) -> None:
     """Run implementations over a seed set and compare their traces byte for byte.
@@ -178,15 +186,26 @@ def run(
         )
         report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
         _console().print(report_renderable(report))
+    checked = None
+    if self_check_flag and not summary.interrupted:
+        from tracediff.cli.golden import selfcheck_renderable
+        from tracediff.selfcheck import self_check
+
+        checked = self_check(scenarios, specs, jobs=options.jobs, timeout_s=timeout_s)
+        _console().print(selfcheck_renderable(checked))
     if json_path:
         from tracediff.atomic import write_text_atomic
 
-        write_text_atomic(json_path, json.dumps(summary_to_dict(summary), indent=2) + "\n")
+        data = summary_to_dict(summary)
+        if checked is not None:
+            data["self_check"] = checked.to_dict()
+        write_text_atomic(json_path, json.dumps(data, indent=2) + "\n")
     if summary.interrupted:
         where = f"; rerun with --resume {resume_dir} to finish" if resume_dir else ""
         click.echo(f"tracediff: stopped by {_signal_name(summary)}{where}", err=True)
         sys.exit(exit_interrupted(summary.interrupt_signal or signal.SIGINT))
-    sys.exit(EXIT_OK if summary.ok else EXIT_FINDING)
+    deterministic = checked is None or checked.ok
+    sys.exit(EXIT_OK if summary.ok and deterministic else EXIT_FINDING)
 
 
 def check_flags(

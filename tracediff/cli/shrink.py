@@ -91,6 +91,15 @@ def _impl_args(names: tuple[str, ...]) -> str:
     default=None,
     help="Also write the shrunk scenario's traces (one per implementation) here.",
 )
+@click.option(
+    "--signature",
+    "signature_name",
+    type=click.Choice(["compare", "fields"]),
+    default="compare",
+    show_default=True,
+    help="What must stay the same while shrinking: compare = the divergence explanation's "
+    "kind and field path; fields = status, record type and first differing top-level field.",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 def shrink(
@@ -105,6 +114,7 @@ def shrink(
     artifacts: str | None,
     note: str,
     traces_dir: str | None,
+    signature_name: str,
     json_path: str | None,
     no_progress: bool,
 ) -> None:
@@ -114,7 +124,7 @@ def shrink(
     implementations agree on it (nothing to shrink), 2 on bad input.
     """
     from tracediff.cli.app import _scenarios
-    from tracediff.shrink import ShrinkProgress, load_regression, save_regression
+    from tracediff.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
     from tracediff.shrink import shrink as run_shrink
 
     if timeout_s <= 0:
@@ -137,7 +147,13 @@ def shrink(
                 f"{p.attempts} tried, {p.improvements} kept, {p.elapsed:.0f} s"
             )
 
-        result = run_shrink(scenario, specs, timeout_s=timeout_s, on_progress=on_progress)
+        result = run_shrink(
+            scenario,
+            specs,
+            signature_fn=SIGNATURES[signature_name],
+            timeout_s=timeout_s,
+            on_progress=on_progress,
+        )
     console = _text_console()
     names = tuple(s.name for s in specs)
     if not result.failing:
@@ -242,6 +258,15 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
 @click.option("--save", is_flag=True, help="Save each shrunk failure into the corpus.")
 @click.option("--regressions", default="scenarios/regressions", show_default=True)
 @click.option("--artifacts", default=None, help="Artifacts directory (CI).")
+@click.option(
+    "--signature",
+    "signature_name",
+    type=click.Choice(["compare", "fields"]),
+    default="compare",
+    show_default=True,
+    help="What must stay the same while shrinking: compare = the divergence explanation's "
+    "kind and field path; fields = status, record type and first differing top-level field.",
+)
 @click.option("--no-progress", is_flag=True)
 def fuzz(
     impls: tuple[str, ...],
@@ -254,6 +279,7 @@ def fuzz(
     save: bool,
     regressions: str,
     artifacts: str | None,
+    signature_name: str,
     no_progress: bool,
 ) -> None:
     """Search generated scenarios (Hypothesis) for divergences; report each shrunk.
@@ -262,7 +288,7 @@ def fuzz(
     """
     from tracediff.fuzz import FuzzProgress
     from tracediff.fuzz import fuzz as run_fuzz
-    from tracediff.shrink import describe_signature, save_regression
+    from tracediff.shrink import SIGNATURES, describe_signature, save_regression
 
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
         raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
@@ -281,6 +307,7 @@ def fuzz(
             max_failures=max_failures,
             max_requests=max_requests,
             shrink_timeout_s=timeout_s,
+            signature_fn=SIGNATURES[signature_name],
             on_progress=on_progress,
         )
     console = _text_console()
