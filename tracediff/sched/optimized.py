@@ -111,7 +111,13 @@ from tracediff.sched.core import (
     SubmittedLane,
     SubmittedRound,
 )
-from tracediff.sched.record import SOURCE_PROBE, SOURCE_REFRESH, SOURCE_WINNER, plan_record
+from tracediff.sched.record import (
+    SOURCE_PROBE,
+    SOURCE_REFRESH,
+    SOURCE_WINNER,
+    empty_plan_record,
+    plan_record,
+)
 from tracediff.sched.reference import Candidate, ReferenceScheduler
 
 # Columns of a candidate row (record.CANDIDATE_COLUMNS).
@@ -306,22 +312,7 @@ class OptimizedScheduler(SchedulerCore):
         ]
         credit_before = self.credit
         if not lanes and prefill is None:
-            return plan_record(
-                plan=number,
-                now=now,
-                eligible=eligible,
-                prefill=-1,
-                credit_before=credit_before,
-                candidates=[],
-                pruned=[],
-                winner=-1,
-                probes=[],
-                probe=-1,
-                refresh=-1,
-                credit_after=self.credit,
-                round_=None,
-                lane_values=[],
-            )
+            return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
         context = _PlanContext(lanes, curves)
         durations: dict[tuple[int, int, int], int] = {}
         prefill_tokens = 0

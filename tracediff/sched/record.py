@@ -115,3 +115,25 @@ def plan_record(
         "round": round_,
         "lane_values": lane_values,
     }
+
+
+def empty_plan_record(
+    *, plan: int, now: int, eligible: list[list[Any]], credit: float
+) -> dict[str, Any]:
+    """A plan call that chooses nothing: no lane eligible and no prefill row waiting."""
+    return plan_record(
+        plan=plan,
+        now=now,
+        eligible=eligible,
+        prefill=-1,
+        credit_before=credit,
+        candidates=[],
+        pruned=[],
+        winner=-1,
+        probes=[],
+        probe=-1,
+        refresh=-1,
+        credit_after=credit,
+        round_=None,
+        lane_values=[],
+    )

@@ -18,7 +18,13 @@ from typing import Any
 from tracediff.scenario.model import MAX_DRAFT
 from tracediff.sched import formulas as F
 from tracediff.sched.core import Lane, RequestState, SchedulerCore, SubmittedLane, SubmittedRound
-from tracediff.sched.record import SOURCE_PROBE, SOURCE_REFRESH, SOURCE_WINNER, plan_record
+from tracediff.sched.record import (
+    SOURCE_PROBE,
+    SOURCE_REFRESH,
+    SOURCE_WINNER,
+    empty_plan_record,
+    plan_record,
+)
 
 
 @dataclass
@@ -279,22 +285,7 @@ class ReferenceScheduler(SchedulerCore):
         credit_before = self.credit
         candidates = self.candidates(lanes, prefill, now)
         if not candidates:
-            return plan_record(
-                plan=number,
-                now=now,
-                eligible=eligible,
-                prefill=-1,
-                credit_before=credit_before,
-                candidates=[],
-                pruned=[],
-                winner=-1,
-                probes=[],
-                probe=-1,
-                refresh=-1,
-                credit_after=self.credit,
-                round_=None,
-                lane_values=[],
-            )
+            return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
         pruned = self.prune(candidates)
         alive = [c for c in candidates if c.id not in pruned]
         winner = min(alive, key=Candidate.key)
