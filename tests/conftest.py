@@ -15,6 +15,18 @@ def _tests_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT))
 
 
+@pytest.fixture(autouse=True)
+def _empty_regression_corpus(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` and `gate` replay scenarios/regressions first; tests count their own scenarios.
+
+    Tests about the corpus itself pass ``--regressions DIR`` (or set the variable) explicitly.
+    """
+    empty = tmp_path_factory.mktemp("no-regressions")
+    monkeypatch.setenv("TRACEDIFF_REGRESSIONS", str(empty))
+
+
 @pytest.fixture
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)

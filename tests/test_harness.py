@@ -169,3 +169,27 @@ def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
     plans = [rec for rec in lines if rec["t"] == "plan"]
     shown = runner.invoke(main, ["show", str(out), "--plan", str(plans[0]["plan"])])
     assert json.loads(shown.output) == plans[0]
+
+
+def test_run_replays_the_regression_corpus_first(tmp_path: Path) -> None:
+    from tracediff.regressions import load_corpus
+
+    repo_corpus = Path(__file__).resolve().parents[1] / "scenarios" / "regressions"
+    saved = load_corpus(repo_corpus)
+    assert saved, "the repository keeps shrunk regressions"
+    out = tmp_path / "summary.json"
+    result = CliRunner().invoke(
+        main,
+        ["run", "--seeds", "0", "-j", "1", "--regressions", str(repo_corpus), "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    labels = [f"{r['profile']}:{r['seed']}" for r in json.loads(out.read_text())["results"]]
+    assert labels[: len(saved)] == [f"regression:{s.profile}:{s.seed}" for s in saved]
+    assert labels[len(saved) :] == ["quick:0"]
+    skipped = CliRunner().invoke(
+        main,
+        ["run", "--seeds", "0", "-j", "1", "--regressions", str(repo_corpus), "--no-regressions"],
+    )
+    assert "identical: 1 scenarios" in skipped.output

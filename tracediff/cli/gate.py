@@ -70,6 +70,7 @@ REPORT_NAME = "report.json"  # written into --artifacts when there are findings
     "regressions_dir",
     default=DEFAULT_DIR,
     show_default=True,
+    envvar="TRACEDIFF_REGRESSIONS",
     type=click.Path(file_okay=False),
     help="The regression corpus: a directory of scenario .json files, replayed first.",
 )

@@ -6,6 +6,7 @@ output path), so that bad input fails at once with exit 2 rather than after the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -112,6 +113,16 @@ from tracediff.runner import (
     help="Explain findings with K records of context (0: off).",
 )
 @click.option(
+    "--regressions",
+    "regressions_dir",
+    default="scenarios/regressions",
+    show_default=True,
+    envvar="TRACEDIFF_REGRESSIONS",
+    type=click.Path(file_okay=False),
+    help="Saved regression scenarios, replayed before the seed set (see tracediff shrink).",
+)
+@click.option("--no-regressions", is_flag=True, help="Do not replay the regression corpus.")
+@click.option(
     "--self-check",
     "self_check_flag",
     is_flag=True,
@@ -131,6 +142,8 @@ def run(
     resume_dir: str | None,
     json_path: str | None,
     explain_k: int,
+    regressions_dir: str,
+    no_regressions: bool,
     self_check_flag: bool,
     no_progress: bool,
 ) -> None:
@@ -157,6 +170,13 @@ def run(
     check_output_dir(resume_dir, "--resume")
     check_output_file(json_path, "--json")  # after those: it may be inside one of them
     scenarios = _scenarios(profile_name, seeds)
+    if not no_regressions:
+        from tracediff.regressions import DEFAULT_DIR, load_corpus
+
+        # Past failures first, every time: they are small and the likeliest to catch a bug.
+        corpus = load_corpus(regressions_dir, missing_ok=regressions_dir == DEFAULT_DIR)
+        labelled = [dataclasses.replace(s, profile=f"regression:{s.profile}") for s in corpus]
+        scenarios = labelled + scenarios
     options = RunOptions(
         impls=specs,
         jobs=job_count,
