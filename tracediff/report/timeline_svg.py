@@ -57,7 +57,7 @@ def timeline_svg(d: Divergence) -> str:
         out.append(
             f'<text class="band-label" x="{LEFT - 8}" y="{top + BAND / 2:.1f}" '
             f'text-anchor="end" font-size="13" font-family="sans-serif" fill="#222">'
-            f"{escape(letter)}: {escape(_clip(_short_name(name), 18))}</text>"
+            f"{escape(letter)}: {escape(_clip(_short_name(name), 15))}</text>"
         )
         for i, plan in enumerate(plans):
             mark = marks[side].get(plan)
