@@ -57,6 +57,20 @@ class SubmittedRound:
     prefill_tokens: int
     duration: int  # the estimate the plan used (µs)
 
+    def row(self, source: str, expected: float) -> list[Any]:
+        """The plan record's ``round`` row (``record.ROUND_COLUMNS``) for this round."""
+        return [
+            source,
+            self.kind,
+            self.b_pad,
+            self.width,
+            self.prefill_request,
+            self.prefill_tokens,
+            [[lane.request, lane.slot, lane.prefix, lane.alloc] for lane in self.lanes],
+            expected,
+            self.duration,
+        ]
+
 
 @dataclass(frozen=True)
 class Lane:

@@ -408,29 +408,18 @@ class OptimizedScheduler(SchedulerCore):
                 (chosen[_KIND], chosen_prefixes, chosen_b_pad, chosen_width),
                 lane_values,
             )
-        self.commit(
-            SubmittedRound(
-                number,
-                chosen[_KIND],
-                chosen_b_pad,
-                chosen_width,
-                tuple(round_lanes),
-                prefill_request,
-                round_prefill_tokens,
-                chosen_duration,
-            )
-        )
-        round_row = [
-            source,
+        submitted = SubmittedRound(
+            number,
             chosen[_KIND],
             chosen_b_pad,
             chosen_width,
+            tuple(round_lanes),
             prefill_request,
             round_prefill_tokens,
-            [[ln.request, ln.slot, ln.prefix, ln.alloc] for ln in round_lanes],
-            chosen_expected,
             chosen_duration,
-        ]
+        )
+        self.commit(submitted)
+        round_row = submitted.row(source, chosen_expected)
         return plan_record(
             plan=number,
             now=now,

@@ -339,29 +339,18 @@ class ReferenceScheduler(SchedulerCore):
         ]
         prefill_request = prefill.spec.id if (chosen.prefill and prefill) else -1
         lane_values = self.lane_values(cohort, chosen_prefixes, chosen_duration, now)
-        self.commit(
-            SubmittedRound(
-                number,
-                chosen.kind,
-                chosen_b_pad,
-                chosen_width,
-                tuple(round_lanes),
-                prefill_request,
-                prefill_tokens,
-                chosen_duration,
-            )
-        )
-        round_row = [
-            source,
+        submitted = SubmittedRound(
+            number,
             chosen.kind,
             chosen_b_pad,
             chosen_width,
+            tuple(round_lanes),
             prefill_request,
             prefill_tokens,
-            [[ln.request, ln.slot, ln.prefix, ln.alloc] for ln in round_lanes],
-            chosen_expected,
             chosen_duration,
-        ]
+        )
+        self.commit(submitted)
+        round_row = submitted.row(source, chosen_expected)
         return plan_record(
             plan=number,
             now=now,
