@@ -471,25 +471,34 @@ class Shrinker:
 
     def delete_requests(self) -> None:
         """Adaptive deletion: from the end, delete the longest run ending at each request."""
-        index = len(self.best.requests) - 1
+        self._delete_runs(lambda scenario: scenario.requests, self.with_requests)
+
+    def _delete_runs(
+        self,
+        items: Callable[[Scenario], tuple[Any, ...]],
+        rebuild: Callable[[tuple[Any, ...]], Scenario],
+    ) -> None:
+        """Adaptive deletion over a sequence of the best scenario, from its end.
+
+        At each index the longest run ending there that can go (keeping the signature) is
+        deleted, its length found by ``find_integer``; ``rebuild`` makes a scenario from the
+        shortened sequence.
+        """
+        index = len(items(self.best)) - 1
         while index >= 0:
-            index -= max(1, self._delete_run_ending_at(index))
+            base = items(self.best)
+            end = index
 
-    def _delete_run_ending_at(self, end: int) -> int:
-        """Delete requests[end - n + 1 : end + 1] for the largest n that works; returns n."""
-        base = self.best.requests
-        if end >= len(base):
-            return 0
+            def works(length: int, base: tuple[Any, ...] = base, end: int = end) -> bool:
+                start = end + 1 - length
+                if start < 0:
+                    return False
+                return self.holds(rebuild(base[:start] + base[end + 1 :]))
 
-        def works(length: int) -> bool:
-            start = end + 1 - length
-            if start < 0:
-                return False
-            return self.holds(self.with_requests(base[:start] + base[end + 1 :]))
-
-        if not works(1):
-            return 0
-        return find_integer(works)
+            deleted = 0
+            if end < len(base) and works(1):
+                deleted = find_integer(works)
+            index -= max(1, deleted)
 
     def switch_features_off(self) -> None:
         """Every feature off for all requests at once, then per feature, then per request."""
@@ -554,27 +563,12 @@ class Shrinker:
 
     def _delete_eager_shapes(self) -> None:
         """Adaptive deletion over the eager shapes, from the end (as for requests)."""
-        index = len(self.best.params.eager_shapes) - 1
-        while index >= 0:
-            index -= max(1, self._delete_shapes_ending_at(index))
-
-    def _delete_shapes_ending_at(self, end: int) -> int:
-        base = self.best.params.eager_shapes
-        if end >= len(base):
-            return 0
-
-        def works(length: int) -> bool:
-            start = end + 1 - length
-            if start < 0:
-                return False
-            params = dataclasses.replace(
-                self.best.params, eager_shapes=base[:start] + base[end + 1 :]
-            )
-            return self.holds(dataclasses.replace(self.best, params=params))
-
-        if not works(1):
-            return 0
-        return find_integer(works)
+        self._delete_runs(
+            lambda scenario: scenario.params.eager_shapes,
+            lambda shapes: dataclasses.replace(
+                self.best, params=dataclasses.replace(self.best.params, eager_shapes=shapes)
+            ),
+        )
 
     def halve_numbers(self) -> None:
         """Coarse steps over all requests at once: arrivals to 0, lengths halved."""
