@@ -167,7 +167,7 @@ BROKEN = [
         "tests.impls.slot_tiebreak:SlotTieBreakScheduler",
         17,
         DECISION,
-        "plan › candidates[*] › prefixes[*]",
+        "plan › round › lanes[*] › prefix",
     ),
     (
         "tests.impls.summation:ReversedSumScheduler",

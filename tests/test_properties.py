@@ -455,9 +455,9 @@ def test_the_same_scenario_gives_the_same_trace_bytes_twice(scenario: Scenario) 
 
 # -- coverage ------------------------------------------------------------------------------------
 # A handful of quick-profile seeds that between them exercise every feature (found by a greedy
-# cover over the whole quick profile; seed 95 runs at queue depth 2, which only seeds 72..107
-# of its matrix do).
-COVERING_SEEDS = (3, 7, 17, 28, 35, 95)
+# cover over the whole quick profile, features and rule clauses; seed 72 runs at queue depth 2,
+# which only seeds 72..107 of its matrix do).
+COVERING_SEEDS = (8, 16, 21, 35, 53, 72, 101)
 
 
 class _Observed(ReferenceScheduler):
@@ -527,7 +527,7 @@ def test_coverage_is_the_same_in_worker_processes_and_reads_back() -> None:
     assert alone.seeds == pooled.seeds == (5, 3, 1)  # in the order given
     assert alone.features == pooled.features and alone.scenarios == pooled.scenarios
     data = json.loads(json.dumps(coverage_to_dict(pooled)))
-    assert data["format"] == "tracediff-coverage" and data["version"] == 1
+    assert data["format"] == "tracediff-coverage" and data["version"] == 2
     back = coverage_from_dict(data)
     assert back.features == pooled.features and back.scenarios == pooled.scenarios
     assert back.missing == pooled.missing

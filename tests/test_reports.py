@@ -50,7 +50,7 @@ def report() -> DiffReport:
         _outcome(SUMMATION, 1),  # one request: identical
         _outcome(SUMMATION, 12),
         _outcome(RAISES, 0),
-        _outcome(PRUNE, 3),
+        _outcome(PRUNE, 5),
     )
     return DiffReport(
         title="tracediff gate --profile quick",
@@ -80,19 +80,19 @@ def test_terminal_divergence_at_a_fixed_width(report: DiffReport) -> None:
     text = _render(DivergenceView(d))
     assert all(len(line) <= WIDTH for line in text.splitlines())
     assert "first divergence · quick:12" in text
-    assert "record 21 · plan 8 · clock 79,452 µs" in text
-    assert "plan 8 › candidates[23] › expected" in text
+    assert "record 46 · plan 18 · clock 188,568 µs" in text
+    assert "plan 18 › candidates[21] › expected" in text
     assert "value · plan › candidates[*] › expected" in text
-    assert "a float moved by 1 ULP" in text and "1.37e-16" in text
-    assert "6.470016 " in text and "6.470016000000001" in text  # every digit shown
-    assert "≡ same" in text and "≠ 21" in text
+    assert "a float moved by 1 ULP" in text and "1.26e-16" in text
+    assert "14.066666666666665" in text and "14.066666666666666" in text  # every digit shown
+    assert "≡ same" in text and "≠ 46" in text
 
 
 def test_terminal_report_lists_signatures_and_verdict(report: DiffReport) -> None:
     text = _render(report_renderable(report))
     assert "signatures (3)" in text
     assert "plan › pruned[*]" in text
-    assert "2 │ quick:3 (1 request, 9 plans)" in text
+    assert "2 │ quick:1 (1 request, 12 plans)" in text
     assert "error · plan › raised RuntimeError" in text
     assert "RuntimeError: deliberate failure at plan 5" in text
     assert "not configured" in text
@@ -136,7 +136,7 @@ def test_diff_load_presents_the_same_report(tmp_path: Path) -> None:
     runner = CliRunner()
     direct = runner.invoke(main, ["diff", a, b])
     assert direct.exit_code == 1, direct.output
-    assert "first difference at record 21" in direct.output
+    assert "first difference at record 46" in direct.output
     saved = tmp_path / "report.json"
     written = runner.invoke(main, ["diff", a, b, "--format", "json", "-o", str(saved)])
     assert written.exit_code == 1
@@ -180,7 +180,7 @@ def test_junit_reads_back_one_case_per_scenario(report: DiffReport, tmp_path: Pa
     suites = {suite.name: suite for suite in xml}
     assert set(suites) == {"tracediff.regressions", "tracediff.quick", "tracediff.gate"}
     cases = {case.name: case for case in suites["tracediff.quick"]}
-    assert set(cases) == {"quick:1", "quick:12", "quick:0", "quick:3"}
+    assert set(cases) == {"quick:1", "quick:12", "quick:0", "quick:5"}
     assert cases["quick:1"].is_passed
     (value,) = cases["quick:12"].result
     assert isinstance(value, Failure) and value.type == "value"
@@ -197,7 +197,7 @@ def test_junit_reads_back_one_case_per_scenario(report: DiffReport, tmp_path: Pa
 def test_markdown_summary(report: DiffReport) -> None:
     text = markdown.render(report)
     assert text.startswith("## tracediff: ❌ 4 findings (reference vs broken)")
-    assert "| decision | `plan › pruned[*]` | 2 | quick:3 (1 request, 9 plans) |" in text
+    assert "| decision | `plan › pruned[*]` | 2 | quick:1 (1 request, 12 plans) |" in text
     assert "<details><summary><b>value · plan › candidates[*] › expected</b>" in text
     assert "| golden | not configured |" in text
     assert len(text.encode()) < 1024 * 1024
@@ -227,10 +227,12 @@ def test_html_is_well_formed_and_self_contained(report: DiffReport) -> None:
     assert markers
     # eager pruning (the first signature) changes the rounds after its divergence
     differs = [e for e in svgs[0].iter() if "differs" in (e.get("class") or "").split()]
-    assert differs and all(int(e.get("data-plan") or 0) > 3 for e in differs)
+    first = report.outcomes[0].divergence
+    assert first is not None and first.plan is not None
+    assert differs and all(int(e.get("data-plan") or 0) > first.plan for e in differs)
     for needle in ("<script", "<link", "src=", "@import", "url(", 'href="http'):
         assert needle not in page
-    assert "quick:12" in page and "plan 8 › candidates[23] › expected" in page
+    assert "quick:12" in page and "plan 18 › candidates[21] › expected" in page
 
 
 def test_html_escapes_what_it_shows(report: DiffReport) -> None:

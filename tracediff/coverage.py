@@ -35,7 +35,13 @@ that exercised it:
   required (``INFORMATIONAL``): they show how large the batches a profile produces really
   are, which the request count alone does not say.
 
-A report is *complete* when every required feature was exercised by at least one scenario.
+Rule coverage goes one step further: features say what the scenarios *contain*, clauses
+say which condition of each [fixed] rule *decided* something (:mod:`tracediff.sched.clauses`
+lists them; :class:`tracediff.sched.decided.DecidingReference` observes the reference). A
+clause is counted per plan (per completion for the completion rules) in which it decided.
+
+A report is *complete* when every required feature was exercised, and every required clause
+decided, in at least one scenario.
 """
 
 from __future__ import annotations
@@ -49,12 +55,14 @@ from typing import Any
 
 from tracediff.scenario.model import Scenario
 from tracediff.scenario.profiles import Profile
+from tracediff.sched.clauses import BY_NAME as CLAUSES_BY_NAME
+from tracediff.sched.clauses import NAMES as CLAUSE_NAMES
 from tracediff.sched.core import DEVICE, HOST
 from tracediff.sched.formulas import RECT
 from tracediff.sched.record import COLUMNS, SOURCE_PROBE, SOURCE_REFRESH
 
 FORMAT = "tracediff-coverage"
-VERSION = 1
+VERSION = 2
 
 BANDS: tuple[tuple[int, int], ...] = ((1, 1), (2, 4), (5, 8), (9, 16), (17, 32), (33, 64))
 
@@ -309,6 +317,9 @@ class ScenarioCoverage:
     features: str  # Scenario.features(): what the scenario was generated to hold
     plans: int
     counts: tuple[int, ...]  # per name of FEATURES, in order
+    # per name of clauses.NAMES, in order: plans in which the clause decided; empty when the
+    # scenario was not driven by the observed reference (rule coverage not measured)
+    decided: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -320,11 +331,15 @@ class CoverageReport:
     features: tuple[FeatureCoverage, ...]
     scenarios: tuple[ScenarioCoverage, ...]  # in seed order
     wall_seconds: float = 0.0
+    clauses: tuple[FeatureCoverage, ...] = ()  # rule clauses; empty when not measured
 
     @property
     def missing(self) -> tuple[str, ...]:
-        """Required features that no scenario exercised: each is a finding against the profile."""
-        return tuple(f.name for f in self.features if f.required and f.scenarios == 0)
+        """Required features no scenario exercised and required clauses that never decided:
+        each is a finding against the profile."""
+        return tuple(
+            f.name for f in (*self.features, *self.clauses) if f.required and f.scenarios == 0
+        )
 
     @property
     def complete(self) -> bool:
@@ -332,16 +347,29 @@ class CoverageReport:
 
 
 def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCoverage:
-    """Drive one scenario through ``impl`` (the reference by default) and analyse its trace."""
-    from tracediff.impls import parse_impl
-    from tracediff.runner import trace_records
+    """Drive one scenario through ``impl`` (the reference by default) and analyse its trace.
 
-    result = analyse_trace(trace_records(scenario, parse_impl(impl)))
+    With the reference, the observed reference drives it, so rule coverage comes too.
+    """
+    if impl == "reference":
+        from tracediff.engine.driver import drive
+        from tracediff.sched.decided import DecidingReference
+
+        observed = DecidingReference(scenario)
+        result = analyse_trace(drive(scenario, observed))
+        decided = tuple(observed.decided[name] for name in CLAUSE_NAMES)
+    else:
+        from tracediff.impls import parse_impl
+        from tracediff.runner import trace_records
+
+        result = analyse_trace(trace_records(scenario, parse_impl(impl)))
+        decided = ()
     return ScenarioCoverage(
         seed=scenario.seed,
         features=scenario.features(),
         plans=result.plans,
         counts=tuple(result.counts[name] for name in FEATURES),
+        decided=decided,
     )
 
 
@@ -395,6 +423,16 @@ def summarise(
         )
         for i, name in enumerate(FEATURES)
     )
+    measured = bool(results) and all(r.decided for r in results)
+    clauses = tuple(
+        FeatureCoverage(
+            name,
+            required=CLAUSES_BY_NAME[name].required,
+            scenarios=sum(1 for r in results if r.decided[i] > 0),
+            plans=sum(r.decided[i] for r in results),
+        )
+        for i, name in enumerate(CLAUSE_NAMES)
+    )
     return CoverageReport(
         profile=profile,
         impl=impl,
@@ -403,6 +441,7 @@ def summarise(
         features=features,
         scenarios=tuple(results),
         wall_seconds=wall_seconds,
+        clauses=clauses if measured else (),
     )
 
 
@@ -421,12 +460,23 @@ def coverage_to_dict(report: CoverageReport) -> dict[str, Any]:
             {"name": f.name, "required": f.required, "scenarios": f.scenarios, "plans": f.plans}
             for f in report.features
         ],
+        "clauses": [
+            {
+                "name": c.name,
+                "required": c.required,
+                "proof": CLAUSES_BY_NAME[c.name].proof,
+                "scenarios": c.scenarios,
+                "plans": c.plans,
+            }
+            for c in report.clauses
+        ],
         "per_scenario": [
             {
                 "seed": s.seed,
                 "features": s.features,
                 "plans": s.plans,
                 "counts": dict(zip(FEATURES, s.counts, strict=True)),
+                "decided": dict(zip(CLAUSE_NAMES, s.decided, strict=True)) if s.decided else {},
             }
             for s in report.scenarios
         ],
@@ -446,6 +496,11 @@ def coverage_from_dict(data: Any) -> CoverageReport:
                 features=str(s["features"]),
                 plans=int(s["plans"]),
                 counts=tuple(int(s["counts"].get(name, 0)) for name in FEATURES),
+                decided=(
+                    tuple(int(s["decided"].get(name, 0)) for name in CLAUSE_NAMES)
+                    if s.get("decided")
+                    else ()
+                ),
             )
             for s in data["per_scenario"]
         )

@@ -1,10 +1,11 @@
 """The simulated engine: deterministic, event driven, integer microseconds.
 
 It owns the truth the scheduler must learn: each lane's true conditional acceptance
-(``mtp`` decays with depth; ``copy`` is high and flat while it matches and offers nothing
-for runs of rounds), true shape durations (the prior's parametric cost with a per-shape
-drift and per-round noise), where the device truncates device-allocated lanes, and where
-stops land. Every draw is keyed by what it is about (scenario seed, request, round,
+(``mtp`` decays with depth; ``copy`` works in runs: high and flat while a span matches,
+then possibly a run of rounds offering nothing), true shape durations (a cost model of the
+engine's own, unlike the scheduler's prior, with a per-shape drift, per-round noise and an
+optional coarse clock), where the device truncates device-allocated lanes, and where stops
+land. Every draw is keyed by what it is about (scenario seed, request, round,
 depth), so one early difference between two schedulers never reshuffles later draws.
 """
 
@@ -32,6 +33,8 @@ class SimulatedEngine:
         self.specs: dict[int, RequestSpec] = {r.id: r for r in scenario.requests}
         self.generated = {r.id: 0 for r in scenario.requests}
         self.finished = {r.id: False for r in scenario.requests}
+        self.copy_span: dict[int, int] = {}  # copy lanes: tokens left in the matched span
+        self.copy_misses: dict[int, int] = {}  # copy lanes: rounds left with nothing to offer
         self.offers = {r.id: self._next_offer(r, 0) for r in scenario.requests}
         self.gpu_free_at = 0
         # (end time µs, true duration µs, plan number, round row) in submission order:
@@ -73,34 +76,82 @@ class SimulatedEngine:
         }
 
     # -- truth -----------------------------------------------------------------------------
+    def true_cost(self, kind: int, b_pad: int, width: int) -> int:
+        """The shape's true cost (µs) before drift and noise: the engine's own cost model.
+
+        It differs from the scheduler's prior on purpose (other coefficients, a knee past
+        which tokens cost more, another eager penalty), so the table has something to learn.
+        """
+        truth = self.truth
+        tokens = b_pad * (width + 1) if kind == F.RECT else width
+        over = tokens - truth.knee_tokens if tokens > truth.knee_tokens else 0
+        cost = (
+            truth.true_base_us
+            + truth.true_lane_us * b_pad
+            + truth.true_token_us * (tokens - over)
+            + int(truth.true_token_us * truth.knee_factor * over)
+        )
+        if (kind, b_pad, width) in self.params.eager_shapes:
+            cost += truth.true_eager_penalty_us
+        return cost
+
     def true_duration(
         self, plan: int, kind: int, b_pad: int, width: int, prefill_tokens: int, lanes: int
     ) -> int:
         duration = 0
         if lanes:
-            prior = F.prior_duration(self.params, kind, b_pad, width)
+            cost = self.true_cost(kind, b_pad, width)
             drift = 2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0
             noise = 2.0 * rng.uniform(self.seed, "noise", plan) - 1.0
             duration = int(
-                prior
+                cost
                 * (1.0 + drift * self.truth.duration_drift)
                 * (1.0 + noise * self.truth.duration_noise)
             )
         if prefill_tokens:
             duration += F.prefill_cost(self.params, prefill_tokens)
-        return max(duration, 1)
+        return F.quantised(max(duration, 1), self.truth.duration_quantum_us)
 
     def _acceptance(self, spec: RequestSpec, depth: int) -> float:
         if spec.proposer == "copy":
             return self.truth.copy_match
         return float(spec.accept_base * spec.accept_decay ** (depth - 1))
 
+    # Copy proposers work in runs. While a lane's context matches an earlier span, the
+    # proposer offers the span's next tokens (at most ``copy_max_offer``) and they are
+    # accepted with a high flat probability; a rejection or the span's end breaks the match,
+    # and a run of rounds with nothing to offer may follow before the next match.
+    def _start_copy(self, spec: RequestSpec, plan: int) -> int:
+        truth = self.truth
+        span = rng.randint(
+            self.seed, "copy-span", truth.copy_span_min, truth.copy_span_max, spec.id, plan
+        )
+        self.copy_span[spec.id] = span
+        return min(span, truth.copy_max_offer)
+
     def _next_offer(self, spec: RequestSpec, plan: int) -> int:
         if spec.proposer != "copy":
             return MAX_DRAFT
-        if rng.chance(self.seed, "zero-offer", self.truth.copy_zero_run, spec.id, plan):
+        return self._start_copy(spec, plan)
+
+    def _copy_after(self, spec: RequestSpec, plan: int, verified: int, accepted: int) -> int:
+        """The copy lane's next offer after a round that verified and accepted these."""
+        truth = self.truth
+        request = spec.id
+        misses = self.copy_misses.get(request, 0)
+        if misses > 0:
+            self.copy_misses[request] = misses - 1
+            return 0 if misses > 1 else self._start_copy(spec, plan)
+        span = self.copy_span.get(request, 0) - (1 + accepted)
+        if accepted == verified and span > 0:
+            self.copy_span[request] = span
+            return min(span, truth.copy_max_offer)
+        if rng.chance(self.seed, "copy-miss", truth.copy_zero_run, request, plan):
+            self.copy_misses[request] = rng.randint(
+                self.seed, "copy-miss-len", 1, truth.copy_miss_max, request, plan
+            )
             return 0
-        return rng.randint(self.seed, "offer", 1, MAX_DRAFT, spec.id, plan)
+        return self._start_copy(spec, plan)
 
     def _lane_result(self, plan: int, request: int, prefix: int, alloc: int) -> list[Any]:
         spec = self.specs[request]
@@ -126,7 +177,10 @@ class SimulatedEngine:
                 tokens = limit - self.generated[request]
                 self.finished[request] = True
             self.generated[request] += tokens
-        self.offers[request] = self._next_offer(spec, plan)
+        if spec.proposer == "copy":
+            self.offers[request] = self._copy_after(spec, plan, verified, accepted)
+        else:
+            self.offers[request] = MAX_DRAFT
         return [request, verified, accepted, tokens, self.finished[request], self.offers[request]]
 
     def _check(self, plan: int, round_row: Any) -> None:

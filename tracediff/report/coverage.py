@@ -35,13 +35,45 @@ def coverage_renderable(report: CoverageReport) -> RenderableType:
         name = feature.name if feature.required else f"{feature.name} (info)"
         table.add_row(name, f"{feature.scenarios:,}", share, f"{feature.plans:,}", style=style)
     table.caption = f"{scenarios:,} scenarios, {report.plans:,} plans, {report.wall_seconds:.1f} s"
-    return Group(table, verdict_text(report))
+    if not report.clauses:
+        return Group(table, verdict_text(report))
+    return Group(table, clause_table(report), verdict_text(report))
+
+
+def clause_table(report: CoverageReport) -> Table:
+    """Rule coverage: per clause of the [fixed] rules, the scenarios and plans it decided in.
+
+    Clauses proved unreachable (docs/scheduler.md) are dim and marked with their proof."""
+    from tracediff.sched.clauses import BY_NAME
+
+    scenarios = len(report.scenarios)
+    table = Table(title="decided by: rule clauses", header_style="bold")
+    table.add_column("clause")
+    table.add_column("rule")
+    table.add_column("scenarios", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("plans", justify="right")
+    for row in report.clauses:
+        clause = BY_NAME[row.name]
+        share = f"{row.scenarios / scenarios:.0%}" if scenarios else "-"
+        style = None
+        name = row.name
+        if not clause.required:
+            style = "dim"
+            name = f"{row.name} (never: see docs/scheduler.md#{clause.proof})"
+        elif row.scenarios == 0:
+            style = "bold red"
+        table.add_row(name, clause.rule, f"{row.scenarios:,}", share, f"{row.plans:,}", style=style)
+    return table
 
 
 def verdict_text(report: CoverageReport) -> Text:
     if report.complete:
         return Text(
-            f"complete: every feature exercised by profile {report.profile}", style="bold green"
+            "complete: every feature exercised"
+            + (" and every required rule clause decided" if report.clauses else "")
+            + f" by profile {report.profile}",
+            style="bold green",
         )
     return Text(
         f"MISSING: profile {report.profile} never exercises {', '.join(report.missing)}",

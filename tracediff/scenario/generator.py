@@ -39,6 +39,7 @@ def generate(profile: Profile, seed: int) -> Scenario:
         ragged=graphs == "mixed",
         queue_depth=queue_depth,
     )
+    params, truth, perfect = _regimes(profile, seed, params)
     if params.ragged:
         eager = []
         for b_pad in params.batch_buckets:
@@ -52,10 +53,12 @@ def generate(profile: Profile, seed: int) -> Scenario:
     scale = 1.0 / (1.0 + gen.max_new_decay * math.log2(requests_n))
     low = max(2, int(gen.max_new[0] * scale))
     high = max(low, int(gen.max_new[1] * scale))
-    requests = []
+    requests: list[RequestSpec] = []
     for i in range(requests_n):
         max_new = rng.randint(seed, "max_new", low, high, i)
         arrival = 0 if i == 0 else rng.randint(seed, "arrival", 0, gen.arrival_window_us, i)
+        if i > 0 and rng.chance(seed, "burst", gen.p_burst, i):
+            arrival = requests[-1].arrival_us  # arrives with the previous one, as in a burst
         requests.append(
             RequestSpec(
                 id=i,
@@ -83,12 +86,74 @@ def generate(profile: Profile, seed: int) -> Scenario:
                 accept_decay=_between(seed, "accept-decay", *gen.accept_decay, i),
             )
         )
+        if perfect and rng.chance(seed, "perfect", gen.p_perfect, i):
+            requests[-1] = dataclasses.replace(requests[-1], accept_base=1.0, accept_decay=1.0)
     scenario = Scenario(
         profile=profile.name,
         seed=seed,
         params=params,
-        truth=EngineTruth(),
+        truth=truth,
         requests=tuple(requests),
     )
     scenario.validate()
     return scenario
+
+
+def _regimes(
+    profile: Profile, seed: int, params: SchedulerParams
+) -> tuple[SchedulerParams, EngineTruth, bool]:
+    """Swarm toggles drawn per seed (each independently): parameters, engine truth, and
+    whether some requests get perfect acceptance.
+
+    Real engines produce exact ties (integer µs timings, acceptance estimates from small
+    counts); these regimes make them frequent enough that every tie-break and every equality
+    boundary of the rules decides in a modest seed set.
+    """
+    gen = profile.generator
+    truth = _truth(seed)
+    perfect = False
+    if rng.chance(seed, "regime-exact", gen.p_exact):
+        # alpha 1.0: a lane's curve is exactly 1.0 until its first rejection, so its value
+        # for p drafts is the whole number 1 + p; the truth's copy matches never fail.
+        params = dataclasses.replace(params, alpha=1.0)
+        truth = dataclasses.replace(truth, copy_match=1.0)
+        perfect = True
+    if rng.chance(seed, "regime-quantised", gen.p_quantised) and gen.quanta_us:
+        quantum = gen.quanta_us[rng.randint(seed, "quantum", 0, len(gen.quanta_us) - 1)]
+        periods = (50, 100, 200)
+        period_ms = periods[rng.randint(seed, "refresh-period", 0, len(periods) - 1)]
+        params = dataclasses.replace(
+            params,
+            duration_quantum_us=quantum,
+            # on a coarse clock, ages are multiples of the quantum: a period that is one too
+            # is met exactly, the boundary of the freshness test
+            refresh_period_us=-(-period_ms * 1000 // quantum) * quantum,
+        )
+        truth = dataclasses.replace(truth, duration_quantum_us=quantum, duration_noise=0.0)
+    if rng.chance(seed, "regime-linear", gen.p_linear):
+        # A prior proportional to the padded tokens: with whole-number expected tokens, every
+        # full grid has the same value, so durations and cohorts break the ties.
+        rates = (100, 200, 400)
+        rate = rates[rng.randint(seed, "linear-rate", 0, len(rates) - 1)]
+        params = dataclasses.replace(params, base_us=0, lane_us=0, token_us=rate)
+    if rng.chance(seed, "regime-tight", gen.p_tight_budget) and gen.tight_budgets:
+        budgets = gen.tight_budgets
+        budget = budgets[rng.randint(seed, "tight-budget", 0, len(budgets) - 1)]
+        params = dataclasses.replace(params, verify_budget=budget)
+    if rng.chance(seed, "regime-slots", gen.p_few_slots) and gen.few_slots:
+        slots = gen.few_slots[rng.randint(seed, "few-slots", 0, len(gen.few_slots) - 1)]
+        params = dataclasses.replace(params, max_lanes=slots)
+    return params, truth, perfect
+
+
+def _truth(seed: int) -> EngineTruth:
+    """The engine's own cost model: the prior's shape with coefficients off by up to 25 %."""
+    base = EngineTruth()
+    return dataclasses.replace(
+        base,
+        true_base_us=int(base.true_base_us * _between(seed, "true-base", 0.8, 1.25)),
+        true_lane_us=int(base.true_lane_us * _between(seed, "true-lane", 0.75, 1.3)),
+        true_token_us=int(base.true_token_us * _between(seed, "true-token", 0.75, 1.3)),
+        knee_tokens=rng.randint(seed, "knee", 48, 160),
+        true_eager_penalty_us=rng.randint(seed, "true-eager", 1_500, 4_500),
+    )

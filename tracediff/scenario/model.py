@@ -72,17 +72,40 @@ class SchedulerParams:
     prefill_base_us: int = 1_500
     prefill_token_us: int = 4
     eager_shapes: tuple[tuple[int, int, int], ...] = ()  # (kind, b_pad, width_or_q_pad)
+    # The prior is rounded up to a multiple of this (µs). Real tables hold coarse timings,
+    # and coarse durations are what make exact value ties (and so the tie-breaks) reachable.
+    duration_quantum_us: int = 1
 
 
 @dataclass(frozen=True)
 class EngineTruth:
-    """What the simulated engine knows and the scheduler must learn."""
+    """What the simulated engine knows and the scheduler must learn.
 
-    duration_drift: float = 0.15  # each shape's true cost differs from the prior by up to this
+    True round durations come from a cost model of their own (``true_*``), not from the
+    scheduler's prior: the table update and the timing probes have something to learn.
+    """
+
+    duration_drift: float = 0.15  # each shape's true cost differs from the model by up to this
     duration_noise: float = 0.02  # per-round jitter
     device_truncation: float = 0.25  # chance the device verifies fewer drafts than the ceiling
     copy_match: float = 0.92  # copy proposer's acceptance while it matches
-    copy_zero_run: float = 0.3  # chance a copy lane offers no drafts next round
+    copy_zero_run: float = 0.3  # chance a broken copy match is followed by a miss run at all
+    # True cost model (µs): base + per padded lane + per verified-grid token; tokens past the
+    # knee cost ``knee_factor`` times as much; uncaptured shapes pay the true eager penalty.
+    true_base_us: int = 9_500
+    true_lane_us: int = 260
+    true_token_us: int = 44
+    knee_tokens: int = 96
+    knee_factor: float = 1.5
+    true_eager_penalty_us: int = 3_000
+    duration_quantum_us: int = 1  # true durations are multiples of this (a coarse clock)
+    # Copy proposer: a match spans this many tokens (inclusive range) and offers at most
+    # ``copy_max_offer`` drafts at a time; a broken match is followed by a run of rounds that
+    # offer nothing, 1..copy_miss_max long.
+    copy_span_min: int = 4
+    copy_span_max: int = 40
+    copy_max_offer: int = 10
+    copy_miss_max: int = 4
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,16 @@ class Scenario:
             flags.append("fixed")
         if any(r.proposer == "copy" for r in self.requests):
             flags.append("copy")
+        if p.alpha == 1.0:
+            flags.append("exact")
+        if p.base_us == 0 and p.lane_us == 0:
+            flags.append("linear cost")
+        if p.duration_quantum_us > 1:
+            flags.append(f"quantum {p.duration_quantum_us} us")
+        if p.verify_budget < SchedulerParams.verify_budget:
+            flags.append(f"budget {p.verify_budget}")
+        if p.max_lanes < len(self.requests):
+            flags.append(f"{p.max_lanes} slots")
         graphs = "mixed-graphs" if p.ragged else "rect"
         return (
             f"{len(self.requests)} requests, {p.allocation} allocation, {graphs}, "
@@ -159,6 +192,20 @@ class Scenario:
             problems.append("token_buckets must be strictly increasing")
         if p.verify_budget < 1:
             problems.append("verify_budget must be at least 1")
+        if p.token_buckets and p.token_buckets[0] <= MAX_DRAFT:
+            # A ragged shape's Q_pad then always exceeds any rect width (docs/scheduler.md).
+            problems.append(f"token_buckets must start above {MAX_DRAFT}")
+        if p.duration_quantum_us < 1 or self.truth.duration_quantum_us < 1:
+            problems.append("duration_quantum_us must be at least 1")
+        if p.prefill_chunk < 1 or p.prefill_base_us < 1 or p.prefill_token_us < 0:
+            problems.append("prefill_chunk and prefill_base_us >= 1, prefill_token_us >= 0")
+        if p.refresh_period_us < 0 or p.probe_min_trials < 0 or p.credit_cap < 0:
+            problems.append("refresh_period_us, probe_min_trials and credit_cap must be >= 0")
+        t = self.truth
+        if not 1 <= t.copy_span_min <= t.copy_span_max or t.copy_max_offer < 0:
+            problems.append("copy spans need 1 <= copy_span_min <= copy_span_max")
+        if t.copy_miss_max < 1 or t.knee_tokens < 0 or t.knee_factor < 0:
+            problems.append("copy_miss_max >= 1, knee_tokens and knee_factor >= 0")
         ids = [r.id for r in self.requests]
         if len(set(ids)) != len(ids):
             problems.append("request ids must be unique")

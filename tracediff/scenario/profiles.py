@@ -63,8 +63,24 @@ class Generator:
     p_fixed: float = 0.1
     p_stop: float = 0.3
     p_eager: float = 0.25
+    p_burst: float = 0.15  # chance a request arrives at the same µs as the one before it
     accept_base: tuple[float, float] = (0.45, 0.95)
     accept_decay: tuple[float, float] = (0.7, 1.0)
+    # Swarm toggles, each drawn per seed: regimes that make every clause of the rules decide
+    # (docs/scheduler.md, "Rule coverage"). Exact acceptance: prior alpha 1.0 and a share of
+    # requests whose drafts are always accepted, so expected tokens are whole numbers and
+    # candidates of different shapes tie exactly. Quantised: durations on a coarse clock.
+    # Tight budget: a verification budget below the lane count. Few slots: fewer batch
+    # slots than requests, so requests wait for a slot.
+    p_exact: float = 0.3
+    p_perfect: float = 0.5  # exact regime: chance a request's drafts are always accepted
+    p_quantised: float = 0.35
+    quanta_us: tuple[int, ...] = (1000, 2000, 4000)
+    p_linear: float = 0.25  # the prior's cost is proportional to the padded tokens
+    p_tight_budget: float = 0.25
+    tight_budgets: tuple[int, ...] = (12, 16, 24, 32, 48)
+    p_few_slots: float = 0.2
+    few_slots: tuple[int, ...] = (4, 8, 12)
 
 
 @dataclass(frozen=True)

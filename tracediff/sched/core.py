@@ -187,12 +187,14 @@ class SchedulerCore:
         return -1 if entry is None else entry[1]
 
     def lane_alloc(self, spec: RequestSpec) -> int:
+        """Who fixes the lane's prefix. A grammar lane is host-allocated under every mode:
+        its drafts must pass a mask computed on the host, so the host must know them."""
         allocation = self.params.allocation
-        if allocation == "host":
+        if allocation == "host" or spec.grammar:
             return HOST
         if allocation == "device":
             return DEVICE
-        return HOST if (spec.grammar or spec.host_stop) else DEVICE
+        return HOST if spec.host_stop else DEVICE
 
     def eligible_lanes(self) -> list[Lane]:
         """Eligible decoding lanes with their caps, in priority order (SCHEDULER.md)."""
@@ -208,8 +210,8 @@ class SchedulerCore:
                 continue
             alloc = self.lane_alloc(spec)
             cap = min(MAX_DRAFT, remaining - 1)
-            if alloc == HOST and state.offer < cap:
-                cap = state.offer  # the host knows the proposer's offer; the device finds out
+            if state.offer < cap:
+                cap = state.offer  # drafts that were not proposed cannot be verified
             if spec.grammar and spec.grammar_cap < cap:
                 cap = spec.grammar_cap
             lanes.append(Lane(spec.id, state.slot, cap, spec.fixed_width, alloc, state))

@@ -90,7 +90,12 @@ def prior_duration(params: SchedulerParams, kind: int, b_pad: int, width: int) -
     estimate = params.base_us + params.lane_us * b_pad + params.token_us * tokens
     if (kind, b_pad, width) in params.eager_shapes:
         estimate += params.eager_penalty_us
-    return estimate
+    return quantised(estimate, params.duration_quantum_us)
+
+
+def quantised(duration: int, quantum: int) -> int:
+    """``duration`` rounded up to a multiple of ``quantum`` (integer µs)."""
+    return -(-duration // quantum) * quantum
 
 
 def prefill_cost(params: SchedulerParams, chunk_tokens: int) -> int:

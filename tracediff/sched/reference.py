@@ -288,7 +288,7 @@ class ReferenceScheduler(SchedulerCore):
             return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
         pruned = self.prune(candidates)
         alive = [c for c in candidates if c.id not in pruned]
-        winner = min(alive, key=Candidate.key)
+        winner = self.best(alive)
         chosen = winner
         source = SOURCE_WINNER
         prefill_tokens = self.prefill_tokens(prefill) if winner.prefill else 0
@@ -325,7 +325,7 @@ class ReferenceScheduler(SchedulerCore):
                 and not self.is_fresh(c, now)
             ]
             if stale:
-                best = min(stale, key=Candidate.key)
+                best = self.best(stale)
                 if best.value >= winner.value * (1.0 - params.refresh_tolerance):
                     chosen, source, refresh = best, SOURCE_REFRESH, best.id
                     chosen_prefixes = best.prefixes
@@ -377,6 +377,10 @@ class ReferenceScheduler(SchedulerCore):
             value = F.lane_value(self.curve(lane.state), prefix)
             rows.append([lane.request, value, F.service_rate(value, duration), progress])
         return rows
+
+    def best(self, candidates: list[Candidate]) -> Candidate:
+        """The winner rule: the candidate with the smallest ``formulas.winner_key``."""
+        return min(candidates, key=Candidate.key)
 
     def is_fresh(self, candidate: Candidate, now: int) -> bool:
         observed = self.table_observed(candidate.kind, candidate.b_pad, candidate.width)
