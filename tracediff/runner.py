@@ -377,8 +377,9 @@ def _record_type(record: dict[str, Any] | None) -> str:
 
 
 def trace_records(scenario: Scenario, spec: ImplSpec) -> Iterator[dict[str, Any]]:
-    """The records one implementation produces for a scenario (header first)."""
-    return drive(scenario, _factory(spec)(scenario))
+    """The records one implementation produces for a scenario (header first); the
+    implementation and the driver each read a private copy of it."""
+    return drive(copy.deepcopy(scenario), _factory(spec)(copy.deepcopy(scenario)))
 
 
 def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | None = None) -> str:

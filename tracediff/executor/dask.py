@@ -189,7 +189,7 @@ def _killed_worker_type(distributed: Any) -> type[BaseException]:
         from distributed.scheduler import KilledWorker
 
         found = KilledWorker
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 # -- on the Dask worker -----------------------------------------------------------------------
