@@ -55,6 +55,8 @@ from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.trace import BodyDigest, TraceWriter, encode
 
 IDENTICAL, DIVERGED, ERROR, TIMEOUT = "identical", "diverged", "error", "timeout"
+WORKER_DIED = "worker died twice"  # in the message of a scenario that killed two workers
+LEFT_RUNNING = "left processes running"  # in the message of one that leaked processes
 
 
 @dataclass(frozen=True)
@@ -440,6 +442,15 @@ def _outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -
         result: ScenarioResult = outcome.value
         if (result.profile, result.seed) != (scenario.profile, scenario.seed):
             result = dataclasses.replace(result, profile=scenario.profile, seed=scenario.seed)
+        if outcome.leftovers:
+            note = (
+                f"an implementation {LEFT_RUNNING} after the scenario: "
+                f"{', '.join(outcome.leftovers)}; tracediff killed them (a scheduler must "
+                "stop the processes it starts)"
+            )
+            status = ERROR if result.status == IDENTICAL else result.status
+            message = f"{result.message}\n{note}" if result.message else note
+            result = dataclasses.replace(result, status=status, message=message)
         return result
     names = [spec.name for spec in options.impls]
     impl_index, plan = (outcome.progress + (-1, 0))[:2]
@@ -460,9 +471,9 @@ def _outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -
         )
     elif outcome.kind == DIED:
         status = ERROR
-        times = "twice" if outcome.attempts > 1 else "once"
+        died = WORKER_DIED if outcome.attempts > 1 else "worker died"
         message = (
-            f"{stack}worker died {times}: {outcome.death()} while {who} ran plan {plan} "
+            f"{stack}{died}: {outcome.death()} while {who} ran plan {plan} "
             "(os._exit, a crash in C code, or the system's out-of-memory killer); "
             "the scenario ran on a fresh worker each time"
         )

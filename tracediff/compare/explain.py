@@ -52,7 +52,7 @@ from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError, TraceFormatError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
 from tracediff.impls import ImplSpec
-from tracediff.runner import ScenarioResult, trace_records
+from tracediff.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
 from tracediff.trace.codec import KIND_HEADER, KIND_RECORD
@@ -351,6 +351,13 @@ def explain(
     base = _base_of(scenario, result, specs)
     if result.status == TIMEOUT:
         return _timeout(base, result)
+    if result.status == ERROR and WORKER_DIED in result.message:
+        why = "not re-run: the implementation killed its worker twice, and would again"
+        return _not_reproduced(base, result, why)
+    if result.status == ERROR and LEFT_RUNNING in result.message and result.impls:
+        if all(s.digest == result.impls[0].digest for s in result.impls):
+            why = "not re-run: the decisions were identical; the processes left running are it"
+            return _not_reproduced(base, result, why)
     sources = [_driver_source(scenario, spec) for spec in specs]
     if result.status == ERROR:
         walk = _walk(sources, context=context, stop_on_difference=False)

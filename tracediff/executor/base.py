@@ -57,6 +57,7 @@ class Outcome:
     detail: str = ""
     worker: str = ""  # which worker ran it (for throughput per worker)
     attempts: int = 1  # workers it was given to
+    leftovers: tuple[str, ...] = ()  # processes the task left running, killed: "pid (name)"
 
     def death(self) -> str:
         """How the (last) worker died, in words."""

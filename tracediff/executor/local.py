@@ -256,7 +256,7 @@ class LocalPool(Executor):
             slot.deadline = time.monotonic() + float(message[1])
             return None
         if kind == DONE:
-            return self._release(slot, DONE, value=message[2])
+            return self._release(slot, DONE, value=message[2], leftovers=tuple(message[3]))
         if kind == FAILED:
             return self._release(slot, FAILED, detail=message[2])
         return None
@@ -430,10 +430,34 @@ def _serve(conn: Connection, shared: Any) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, worker goes on
             conn.send((FAILED, index, "".join(traceback.format_exception(exc)).rstrip()))
             continue
+        leftovers = _stop_children()
         try:
-            conn.send((DONE, index, value))
+            conn.send((DONE, index, value, leftovers))
         except Exception as exc:  # noqa: BLE001 - a value that cannot be pickled
             conn.send((FAILED, index, f"the task's result cannot be sent back: {_one_line(exc)}"))
+
+
+def _stop_children() -> tuple[str, ...]:
+    """Kill (and reap) what the task left running among this worker's children; returns
+    them as "pid (name)". Linux only (``/proc/self/task/*/children``); elsewhere, and for
+    grandchildren, the process-group kill when the worker ends is what stops them."""
+    pids: set[int] = set()
+    with contextlib.suppress(OSError):
+        for thread in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError):
+                text = Path(f"/proc/self/task/{thread}/children").read_text()
+                pids.update(int(pid) for pid in text.split())
+    found = []
+    for pid in sorted(pids):
+        name = "?"
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        found.append(f"{pid} ({name})")
+    return tuple(found)
 
 
 def _raise_stop(_signum: int, _frame: Any) -> None:
