@@ -492,7 +492,7 @@ def _outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -
     )
 
 
-class _StopSignals:
+class StopSignals:
     """SIGINT and SIGTERM raise :class:`Interrupted` while a run is in progress, except
     inside :meth:`deferred` (recording a finished result), where the signal waits for the end
     of the block: a result that finished is never lost between the worker and the journal.
@@ -507,7 +507,7 @@ class _StopSignals:
         self._pending: int | None = None
         self._stopping = False
 
-    def __enter__(self) -> _StopSignals:
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -562,7 +562,7 @@ def run_scenarios(
         if on_result:
             for i in sorted(results):
                 on_result(results[i])
-        stop = _StopSignals()
+        stop = StopSignals()
 
         def finish(index: int, result: ScenarioResult) -> None:
             nonlocal journal

@@ -380,6 +380,13 @@ def explain(
     return _divergence(walk, base, sources)
 
 
+def unexplained(
+    scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec], why: str
+) -> Divergence:
+    """A finding whose explanation could not be made (``why`` says so), without a re-run."""
+    return _not_reproduced(_base_of(scenario, result, specs), result, why)
+
+
 def _timeout(base: _Base, result: ScenarioResult) -> Divergence:
     failed = result.failed_impl or base.names[-1]
     other = next((n for n in base.names if n != failed), base.names[0])
