@@ -77,17 +77,23 @@ class DaskExecutor(Executor):
                 "distributed.worker.daemon": False,
                 "logging.distributed": "error",
             }
-            with dask.config.set(settings):
-                self._cluster = distributed.LocalCluster(
-                    n_workers=max(1, local_workers or 1),
-                    threads_per_worker=1,
-                    processes=True,
-                    host="127.0.0.1",
-                    dashboard_address=None,
-                    memory_limit=0,  # tracediff's --memory-limit applies per task instead
-                    silence_logs=logging.ERROR,
-                )
-                self._client: Any = distributed.Client(self._cluster)
+            try:
+                with dask.config.set(settings):
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=max(1, local_workers or 1),
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=":0",  # any free port: never a clash with 8787
+                        memory_limit=0,  # tracediff's --memory-limit applies per task instead
+                        silence_logs=logging.ERROR,
+                    )
+                    self._client: Any = distributed.Client(self._cluster)
+            except Exception as exc:  # noqa: BLE001 - whatever keeps a cluster from starting
+                raise UsageError(
+                    f"--executor {flag}: cannot start a Dask LocalCluster: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
         else:
             try:
                 self._client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S)
