@@ -16,8 +16,9 @@ of 1, so a task in flight on two workers that died is not retried again but repo
 the same rule; Dask's default, 3, retries more). Each task has a unique key and its
 outcome is taken once, when its future completes: nothing is lost or counted twice.
 
-What differs from the local pool: the payload and result travel through the scheduler
-(pickled), so each task costs a scheduler round trip of about a millisecond; and a worker
+What differs from the local pool: payloads and results travel through the scheduler
+(pickled), in chunks of :data:`CHUNK` tasks, so results arrive a chunk at a time; a chunk
+whose Dask worker dies runs again, item by item, so the rule above holds per task. A worker
 started without ``--no-nanny`` is restarted by its nanny after it dies.
 """
 
@@ -29,14 +30,19 @@ import logging
 import multiprocessing as mp
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from tracediff.errors import TracediffError, UsageError
 from tracediff.executor.base import ATTEMPTS, DIED, FAILED, Executor, Guard, Outcome, Task
 
 EXTRA = "pip install 'tracediff[dask]'"
-IN_FLIGHT_PER_WORKER = 4  # tasks queued per worker: keeps workers busy, memory bounded
+IN_FLIGHT_PER_WORKER = 4  # chunks queued per worker: keeps workers busy, memory bounded
+# Tasks per Dask task: a scheduler round trip costs 1 to 25 ms (a quiet machine to a loaded
+# one), as much as a small scenario; a chunk pays it once. A chunk is retried item by item.
+CHUNK = 8
 CONNECT_TIMEOUT_S = 30
 
 
@@ -70,6 +76,7 @@ class DaskExecutor(Executor):
         self._memory_limit_mb = memory_limit_mb
         self._cluster: Any = None
         self._token = uuid.uuid4().hex[:12]
+        self._submitted = 0
         if address is None:
             settings = {
                 "distributed.scheduler.allowed-failures": ATTEMPTS - 1,
@@ -127,42 +134,57 @@ class DaskExecutor(Executor):
     ) -> None:
         distributed = _distributed("dask")
         source = iter(items)
+        singles: deque[tuple[int, Any]] = deque()  # items of a chunk that lost its worker
         completed = distributed.as_completed()
-        in_flight: dict[str, tuple[int, Any]] = {}
+        in_flight: dict[str, tuple[list[tuple[int, Any]], Any]] = {}
         window = self.workers * IN_FLIGHT_PER_WORKER
 
         def submit_next() -> None:
-            item = next(source, None)
-            if item is None:
+            batch = [singles.popleft()] if singles else list(islice(source, CHUNK))
+            if not batch:
                 return
-            index, payload = item
+            self._submitted += 1
             future = self._client.submit(
-                _run_isolated,
+                _run_chunk,
                 task,
-                index,
-                payload,
+                batch,
                 deadline_s,
                 self._memory_limit_mb,
-                key=f"tracediff-{self._token}-{index}",
+                key=f"tracediff-{self._token}-{self._submitted}",
                 pure=False,
             )
-            in_flight[future.key] = (index, future)
+            in_flight[future.key] = (batch, future)
             completed.add(future)
 
         try:
             for _ in range(window):
                 submit_next()
             for future in completed:
-                index, _future = in_flight.pop(future.key)
-                outcome = self._outcome(index, future)
+                batch, _future = in_flight.pop(future.key)
+                outcomes = self._outcomes(batch, future)
                 future.release()
+                if outcomes is None:  # a chunk whose workers died: each item on its own
+                    singles.extend(batch)
+                    for _ in batch:
+                        submit_next()
+                    continue
                 with guard():
-                    on_outcome(outcome)
+                    for outcome in outcomes:
+                        on_outcome(outcome)
                 submit_next()
         except BaseException:
             with contextlib.suppress(Exception):
-                self._client.cancel([f for _i, f in in_flight.values()])
+                self._client.cancel([f for _b, f in in_flight.values()])
             raise
+
+    def _outcomes(self, batch: list[tuple[int, Any]], future: Any) -> list[Outcome] | None:
+        if future.status == "finished":
+            outcomes: list[Outcome] = future.result()
+            return outcomes
+        exc = future.exception()
+        if isinstance(exc, self._killed_worker) and len(batch) > 1:
+            return None
+        return [self._outcome(batch[0][0], future)]
 
     def _outcome(self, index: int, future: Any) -> Outcome:
         if future.status == "finished":
@@ -202,10 +224,14 @@ def _killed_worker_type(distributed: Any) -> type[BaseException]:
 _here = threading.local()
 
 
-def _run_isolated(
-    task: Task, index: int, payload: Any, deadline_s: float | None, memory_limit_mb: int | None
-) -> Outcome:
-    """Run one task in this Dask worker thread's isolated process (started on first use)."""
+def _run_chunk(
+    task: Task,
+    batch: list[tuple[int, Any]],
+    deadline_s: float | None,
+    memory_limit_mb: int | None,
+) -> list[Outcome]:
+    """Run a chunk of tasks in this Dask worker thread's isolated process (started on first
+    use, kept for the worker's lifetime)."""
     from tracediff.executor.local import LocalPool
 
     pool = getattr(_here, "pool", None)
@@ -216,8 +242,9 @@ def _run_isolated(
         pool = _here.pool = LocalPool(1, memory_limit_mb=memory_limit_mb)
         _here.memory_limit_mb = memory_limit_mb
     found: list[Outcome] = []
-    pool.stream(task, [(index, payload)], found.append, deadline_s=deadline_s)
-    return dataclasses.replace(found[0], worker=_worker_name())
+    pool.stream(task, batch, found.append, deadline_s=deadline_s)
+    name = _worker_name()
+    return [dataclasses.replace(outcome, worker=name) for outcome in found]
 
 
 def _allow_children() -> None:
