@@ -33,7 +33,6 @@ go to the artifacts directory, and ``accept`` refuses.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import hashlib
 import json
@@ -59,6 +58,7 @@ from tracediff.executor import (
     time_limit,
 )
 from tracediff.impls import ImplSpec, load, parse_impl
+from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, TraceReader, encode, first_difference
 
@@ -248,8 +248,8 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
     status, message = OK, ""
     try:
         with time_limit(timeout_s):
-            mine = copy.deepcopy(scenario)  # the implementation may change its copy
-            for index, record in enumerate(drive(copy.deepcopy(scenario), load(spec)(mine))):
+            mine = private_copy(scenario)  # the implementation may change its copy
+            for index, record in enumerate(drive(private_copy(scenario), load(spec)(mine))):
                 payload = encode(record)
                 if index == 0:
                     digest.add_header(payload)

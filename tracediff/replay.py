@@ -22,7 +22,6 @@ produced that the trace does not hold, is a mismatch at that record.
 from __future__ import annotations
 
 import contextlib
-import copy
 import traceback
 from collections import deque
 from collections.abc import Generator, Iterator
@@ -31,6 +30,7 @@ from typing import Any
 
 from tracediff.errors import ScenarioError, SchedulerFault, TraceFormatError
 from tracediff.impls import ImplSpec, load
+from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
 
@@ -144,7 +144,7 @@ def replay(
     scenario = scenario_from_header(reader.header, reader.name)
     factory = load(spec)
     try:
-        scheduler = factory(copy.deepcopy(scenario))
+        scheduler = factory(private_copy(scenario))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation's failure
         raise SchedulerFault(
             f"{spec.name}: its constructor raised {type(exc).__name__}: {exc} (replaying "

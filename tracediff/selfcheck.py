@@ -21,7 +21,6 @@ digests catch that one, since the manifest was written by another process.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import time
 import traceback
@@ -42,6 +41,7 @@ from tracediff.executor import (
     time_limit,
 )
 from tracediff.impls import ImplSpec, load
+from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, encode
 
@@ -74,8 +74,8 @@ def _one_pass(scenario: Scenario, spec: ImplSpec, timeout_s: float | None) -> _P
     status, message = "ok", ""
     try:
         with time_limit(timeout_s):
-            mine = copy.deepcopy(scenario)  # the implementation may change its copy
-            for index, record in enumerate(drive(copy.deepcopy(scenario), load(spec)(mine))):
+            mine = private_copy(scenario)  # the implementation may change its copy
+            for index, record in enumerate(drive(private_copy(scenario), load(spec)(mine))):
                 payload = encode(record)
                 if index == 0:
                     digest.add_header(payload)

@@ -182,6 +182,10 @@ def _executor_spec(text: str) -> Any:
     from tracediff.executor import parse_executor
 
     spec = parse_executor(text)
+    if spec.kind == "inline":  # the library's in-process twin: no isolation, not for users
+        raise UsageError(
+            "--executor inline is not offered here; use local, dask://HOST:PORT or dask-local:N"
+        )
     if spec.distributed:
         from tracediff.executor.dask import _distributed
 
