@@ -206,3 +206,19 @@ def test_campaign_cli_on_dask_resumes_and_reports(dask_cluster: Executor, tmp_pa
     report = CliRunner().invoke(main, ["campaign", "report", str(out), "--json", str(written)])
     assert report.exit_code == 1 and "FINDINGS: 6 of 6 scenarios" in report.output
     assert len(json.loads(written.read_text())["outcomes"]) == 6
+
+
+def test_a_coverage_campaign_adds_up_as_coverage_does_and_resumes(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
+
+    profile = load_profile("quick")
+    seeds = (1, 2, 3, 4)
+    options = CoverageCampaignOptions(profile, seeds[:2], DIES, str(tmp_path / "cov"))
+    with LocalPool(2) as pool:
+        first = run_coverage_campaign(options, pool)
+        second = run_coverage_campaign(replace(options, seeds=seeds), pool)
+    assert (first.ran, second.ran, second.remaining) == (2, 2, 0)  # the killed seed counted once
+    assert second.report.seeds == seeds and not second.report.failures
+    assert second.report.features == coverage(profile, seeds).features

@@ -187,11 +187,22 @@ class CampaignStore:
                 None if row.outcome is None else json.dumps(row.outcome),
             ),
         )
+        self.tick()
+        return cursor.rowcount == 1
+
+    def tick(self) -> None:
+        """One more row written: commit every COMMIT_EVERY rows or COMMIT_AFTER_S seconds."""
         self._pending += 1
         now = time.monotonic()
         if self._pending >= COMMIT_EVERY or now - self._last_commit >= COMMIT_AFTER_S:
             self.commit()
-        return cursor.rowcount == 1
+
+    def execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """A statement on the store's connection (for tables of other campaign kinds)."""
+        return self._db.execute(sql, parameters)
+
+    def executescript(self, sql: str) -> None:
+        self._db.executescript(sql)
 
     def commit(self) -> None:
         self._db.commit()

@@ -42,6 +42,9 @@ REPORT_NAME = "report.json"
               help="Stop once the campaign holds N findings.")  # fmt: skip
 @click.option("--context", type=int, default=DEFAULT_CONTEXT, show_default=True,
               help="Records of context kept per explained finding.")  # fmt: skip
+@click.option("--coverage", "coverage_mode", is_flag=True,
+              help="A coverage campaign: feature counts of one implementation (default the "
+              "reference) over the range, as tracediff coverage, in the store.")  # fmt: skip
 @executor_option
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 @click.pass_context
@@ -57,6 +60,7 @@ def campaign(
     memory_limit_mb: int | None,
     max_failures: int | None,
     context: int,
+    coverage_mode: bool,
     executor_text: str,
     no_progress: bool,
 ) -> None:
@@ -81,6 +85,10 @@ def campaign(
     if context < 0:
         raise UsageError(f"--context must be 0 or more, got {context}")
     check_flags(impls, check, timeout_s, memory_limit_mb)
+    if coverage_mode:
+        _coverage_campaign(
+            profile_name, seeds, impls, check, jobs, out, timeout_s, executor_text, no_progress
+        )
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
@@ -122,6 +130,13 @@ def report_command(directory: str, json_path: str | None) -> None:
     from tracediff.campaign.store import CampaignStore
 
     with CampaignStore.open(directory) as store:
+        identity = store.identity
+    if identity.get("mode") == "coverage":
+        ok = _render_coverage(directory, str(identity["profile"]), str(identity["impl"]), 0.0)
+        if json_path:
+            raise UsageError("--json is for comparison campaigns; this one is a coverage one")
+        sys.exit(EXIT_OK if ok else EXIT_FINDING)
+    with CampaignStore.open(directory) as store:
         impls = tuple(str(name) for name, _target in store.identity["impls"])
         findings = store.totals().findings
     report = _render(directory, impls, 0.0, 0, None)
@@ -131,6 +146,59 @@ def report_command(directory: str, json_path: str | None) -> None:
 
         write_text_atomic(json_path, json_report.dumps(report))
     sys.exit(EXIT_FINDING if findings else EXIT_OK)
+
+
+def _coverage_campaign(
+    profile_name: str,
+    seeds: str | None,
+    impls: tuple[str, ...],
+    check: bool,
+    jobs: int | None,
+    out: str,
+    timeout_s: float | None,
+    executor_text: str,
+    no_progress: bool,
+) -> None:
+    """``campaign --coverage``: see :mod:`tracediff.campaign.coverage`. Exits."""
+    from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
+    from tracediff.executor import open_executor
+    from tracediff.scenario.profiles import load_profile, parse_seeds
+
+    (spec,) = _impl_specs(impls[:1], check, ("reference",))
+    if len(impls) > 1:
+        raise UsageError("campaign --coverage measures one implementation: give one --impl")
+    executor_spec = _executor_spec(executor_text)
+    profile = load_profile(profile_name)
+    chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
+    if not chosen:
+        raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
+    options = CoverageCampaignOptions(profile, chosen, spec.name, out, timeout_s)
+    with open_executor(executor_spec, jobs=_jobs(jobs)) as executor:
+        result = run_coverage_campaign(options, executor)
+    ok = _render_coverage(out, profile.name, spec.name, result.report.wall_seconds)
+    if result.stopped in ("SIGINT", "SIGTERM"):
+        import signal
+
+        sys.exit(exit_interrupted(getattr(signal, result.stopped)))
+    sys.exit(EXIT_OK if ok and result.remaining == 0 else EXIT_FINDING)
+
+
+def _render_coverage(directory: str, profile: str, impl: str, wall: float) -> bool:
+    """Print a coverage campaign's report from its store; whether it is complete and whole."""
+    import dataclasses
+
+    from tracediff.campaign.coverage import coverage_report, open_store
+    from tracediff.report.campaign import workers_renderable
+    from tracediff.report.coverage import coverage_renderable
+
+    with open_store(directory) as store:
+        report, workers = coverage_report(store, profile, impl)
+    report = dataclasses.replace(report, wall_seconds=wall)
+    _console().print(coverage_renderable(report))
+    _console().print(workers_renderable(workers))
+    for seed, why in report.failures[:20]:
+        click.echo(f"tracediff: coverage: seed {seed} not measured: {why}", err=True)
+    return report.ok
 
 
 def _render(

@@ -12,6 +12,19 @@ from tracediff.campaign.store import Totals
 MAX_LISTED = 20
 
 
+def workers_renderable(found: dict[str, list[float]]) -> RenderableType:
+    """Per worker: scenarios, busy seconds and scenarios per busy second."""
+    workers = Table(title="throughput per worker", header_style="bold")
+    for column in ("worker", "scenarios", "busy s", "scenarios/s busy"):
+        workers.add_column(column, justify="right" if column != "worker" else "left")
+    for name, (done, busy) in sorted(found.items())[:MAX_LISTED]:
+        rate = f"{done / busy:,.1f}" if busy > 0 else "-"
+        workers.add_row(name, f"{done:,.0f}", f"{busy:,.1f}", rate)
+    if len(found) > MAX_LISTED:
+        workers.caption = f"... and {len(found) - MAX_LISTED} more"
+    return workers
+
+
 def campaign_renderable(
     totals: Totals,
     impls: tuple[str, ...],
@@ -49,15 +62,7 @@ def campaign_renderable(
         for signature, (count, seed) in ranked[:MAX_LISTED]:
             signatures.add_row(signature, f"{count:,}", str(seed))
         parts.append(signatures)
-    workers = Table(title="throughput per worker", header_style="bold")
-    for column in ("worker", "scenarios", "busy s", "scenarios/s busy"):
-        workers.add_column(column, justify="right" if column != "worker" else "left")
-    for name, (done, busy) in sorted(totals.workers.items())[:MAX_LISTED]:
-        rate = f"{done / busy:,.1f}" if busy > 0 else "-"
-        workers.add_row(name, f"{done:,.0f}", f"{busy:,.1f}", rate)
-    if len(totals.workers) > MAX_LISTED:
-        workers.caption = f"... and {len(totals.workers) - MAX_LISTED} more"
-    parts.append(workers)
+    parts.append(workers_renderable(totals.workers))
     names = " vs ".join(impls)
     if stopped:
         verdict = Text(
