@@ -359,10 +359,11 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
     """
     if impl == "reference":
         from tracediff.engine.driver import drive
+        from tracediff.runner import private_copy
         from tracediff.sched.decided import DecidingReference
 
-        observed = DecidingReference(scenario)
-        result = analyse_trace(drive(scenario, observed))
+        observed = DecidingReference(private_copy(scenario))
+        result = analyse_trace(drive(private_copy(scenario), observed))
         decided = tuple(observed.decided[name] for name in CLAUSE_NAMES)
     else:
         from tracediff.impls import parse_impl
@@ -447,6 +448,7 @@ def summarise(
         for i, name in enumerate(FEATURES)
     )
     measured = bool(results) and all(r.decided for r in results)
+    # Only the observed reference measures clauses: another implementation's are empty.
     clauses = tuple(
         FeatureCoverage(
             name,
@@ -455,6 +457,7 @@ def summarise(
             plans=sum(r.decided[i] for r in results),
         )
         for i, name in enumerate(CLAUSE_NAMES)
+        if measured
     )
     return CoverageReport(
         profile=profile,

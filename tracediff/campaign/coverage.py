@@ -22,6 +22,8 @@ from tracediff.coverage import FEATURES, INFORMATIONAL, CoverageReport, FeatureC
 from tracediff.executor import DONE, Executor, Outcome, grace
 from tracediff.runner import StopSignals
 from tracediff.scenario.profiles import Profile
+from tracediff.sched.clauses import BY_NAME as CLAUSES_BY_NAME
+from tracediff.sched.clauses import NAMES as CLAUSE_NAMES
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS coverage (
@@ -30,6 +32,7 @@ CREATE TABLE IF NOT EXISTS coverage (
     seconds REAL NOT NULL,
     plans INTEGER NOT NULL,
     counts TEXT,
+    decided TEXT,
     failure TEXT
 );
 """
@@ -87,22 +90,23 @@ def run_coverage_campaign(
 
         def record(outcome: Outcome) -> None:
             nonlocal ran, measured
+            counts = decided = failure = None
+            plans = 0
             if outcome.kind == DONE:
-                counts, failure, plans = (
-                    json.dumps(list(outcome.value.counts)),
-                    None,
-                    outcome.value.plans,
-                )
+                counts = json.dumps(list(outcome.value.counts))
+                decided = json.dumps(list(outcome.value.decided))
+                plans = outcome.value.plans
             else:
-                counts, failure, plans = None, outcome.failure(options.timeout_s), 0
+                failure = outcome.failure(options.timeout_s)
             cursor = store.execute(
-                "INSERT OR IGNORE INTO coverage VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO coverage VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     outcome.index,
                     outcome.worker or "?",
                     round(outcome.seconds, 6),
                     plans,
                     counts,
+                    decided,
                     failure,
                 ),
             )
@@ -132,6 +136,7 @@ def run_coverage_campaign(
         scenarios=(),
         wall_seconds=time.perf_counter() - started,
         failures=report.failures,
+        clauses=report.clauses,
     )
     return CoverageCampaignResult(report, workers, ran, remaining, stopped)
 
@@ -142,11 +147,14 @@ def coverage_report(
     """The store's coverage rows added up (streamed), and throughput per worker."""
     totals = [0] * len(FEATURES)
     hit = [0] * len(FEATURES)
+    clause_totals = [0] * len(CLAUSE_NAMES)
+    clause_hit = [0] * len(CLAUSE_NAMES)
+    measured = True  # rule clauses: only when every seed was driven by the observed reference
     seeds: list[int] = []
     failures: list[tuple[int, str]] = []
     workers: dict[str, list[float]] = {}
     plans = 0
-    for seed, worker, seconds, row_plans, counts, failure in _rows(store):
+    for seed, worker, seconds, row_plans, counts, decided, failure in _rows(store):
         held = workers.setdefault(worker, [0.0, 0.0])
         held[0] += 1
         held[1] += seconds
@@ -158,9 +166,18 @@ def coverage_report(
         for i, count in enumerate(json.loads(counts)):
             totals[i] += count
             hit[i] += 1 if count else 0
+        clause_counts = json.loads(decided) if decided else []
+        measured = measured and len(clause_counts) == len(CLAUSE_NAMES)
+        for i, count in enumerate(clause_counts[: len(CLAUSE_NAMES)]):
+            clause_totals[i] += count
+            clause_hit[i] += 1 if count else 0
     features = tuple(
         FeatureCoverage(name, name not in INFORMATIONAL, hit[i], totals[i])
         for i, name in enumerate(FEATURES)
+    )
+    clauses = tuple(
+        FeatureCoverage(name, CLAUSES_BY_NAME[name].required, clause_hit[i], clause_totals[i])
+        for i, name in enumerate(CLAUSE_NAMES)
     )
     report = CoverageReport(
         profile=profile,
@@ -170,6 +187,7 @@ def coverage_report(
         features=features,
         scenarios=(),
         failures=tuple(failures),
+        clauses=clauses if measured and seeds else (),
     )
     return report, workers
 
