@@ -222,3 +222,13 @@ def test_a_coverage_campaign_adds_up_as_coverage_does_and_resumes(tmp_path: Path
     assert (first.ran, second.ran, second.remaining) == (2, 2, 0)  # the killed seed counted once
     assert second.report.seeds == seeds and not second.report.failures
     assert second.report.features == coverage(profile, seeds).features
+
+
+def test_run_on_a_running_scheduler_by_address(dask_cluster: Executor, tmp_path: Path) -> None:
+    address = dask_cluster._cluster.scheduler_address  # type: ignore[attr-defined]
+    host_port = address.removeprefix("tcp://")
+    summary = tmp_path / "s.json"
+    args = ["run", "--seeds", "0..3", "--executor", f"dask://{host_port}", "--json", str(summary)]
+    result = CliRunner().invoke(main, [*args, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(summary.read_text())["identical"] == 4
