@@ -322,23 +322,12 @@ class Shrinker:
 
     # -- running candidates: here, or on the executor's isolated workers -------------------
     def _run(self, scenario: Scenario, timeout_s: float | None) -> ScenarioResult:
-        if self.executor is None:
-            return run_scenario(scenario, self.specs, timeout_s=timeout_s)
-        from tracediff.runner import RunOptions, _outcome_result, _run_task
-
-        options = RunOptions(impls=self.specs, timeout_s=timeout_s)
-        payload = (scenario, self.specs, None, timeout_s, None, None)
-        (outcome,) = self.executor.map(_run_task, [payload], deadline_s=options.kill_after_s)
-        return _outcome_result(outcome, scenario, options)
+        return run_on(self.executor, scenario, self.specs, timeout_s)
 
     def _sign(self, scenario: Scenario, result: ScenarioResult) -> Hashable | None:
-        if self.executor is None:
-            return self.signature_fn(scenario, result, self.specs)
-        payload = (self.signature_fn, scenario, result, self.specs)
-        limit = None if self.run_timeout is None else 2 * self.run_timeout + grace(self.run_timeout)
-        (outcome,) = self.executor.map(_sign_task, [payload], deadline_s=limit)
-        # A signature that cannot be had (the re-run died or hung) matches nothing.
-        return outcome.value if outcome.kind == DONE else None
+        return sign_on(
+            self.executor, self.signature_fn, scenario, result, self.specs, self.run_timeout
+        )
 
     # -- driving ---------------------------------------------------------------------------
     def shrink(self) -> ShrinkResult:
@@ -736,6 +725,42 @@ def minimize_int(value: int, lower: int, works: Callable[[int], bool]) -> int:
         else:
             low = middle
     return high
+
+
+def run_on(
+    executor: Executor | None,
+    scenario: Scenario,
+    specs: Sequence[ImplSpec],
+    timeout_s: float | None,
+) -> ScenarioResult:
+    """One lockstep run on ``executor`` (a worker's death or hang is the result's finding),
+    or in this process without one."""
+    if executor is None:
+        return run_scenario(scenario, specs, timeout_s=timeout_s)
+    from tracediff.runner import RunOptions, _outcome_result, _run_task
+
+    options = RunOptions(impls=tuple(specs), timeout_s=timeout_s)
+    payload = (scenario, tuple(specs), None, timeout_s, None, None)
+    (outcome,) = executor.map(_run_task, [payload], deadline_s=options.kill_after_s)
+    return _outcome_result(outcome, scenario, options)
+
+
+def sign_on(
+    executor: Executor | None,
+    signature_fn: SignatureFn,
+    scenario: Scenario,
+    result: ScenarioResult,
+    specs: Sequence[ImplSpec],
+    timeout_s: float | None,
+) -> Hashable | None:
+    """A finding's signature, computed on ``executor`` (it may re-run the scenario), or here."""
+    if executor is None:
+        return signature_fn(scenario, result, specs)
+    payload = (signature_fn, scenario, result, tuple(specs))
+    limit = None if timeout_s is None else 2 * timeout_s + grace(timeout_s)
+    (outcome,) = executor.map(_sign_task, [payload], deadline_s=limit)
+    # A signature that cannot be had (the re-run died or hung) matches nothing.
+    return outcome.value if outcome.kind == DONE else None
 
 
 def _sign_task(
