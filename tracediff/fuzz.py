@@ -26,10 +26,18 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from tracediff.executor import Executor
 from tracediff.impls import ImplSpec
-from tracediff.runner import IDENTICAL, ScenarioResult, run_scenario
+from tracediff.runner import IDENTICAL, ScenarioResult
 from tracediff.scenario.model import Scenario
-from tracediff.shrink import ShrinkResult, SignatureFn, default_signature, shrink
+from tracediff.shrink import (
+    ShrinkResult,
+    SignatureFn,
+    default_signature,
+    run_on,
+    shrink,
+    sign_on,
+)
 
 ProgressFn = Callable[["FuzzProgress"], None]
 
@@ -73,8 +81,12 @@ def fuzz(
     run_timeout_s: float | None = 10.0,
     signature_fn: SignatureFn = default_signature,
     on_progress: ProgressFn | None = None,
+    executor: Executor | None = None,
 ) -> FuzzResult:
-    """Search up to ``max_examples`` scenarios for failures with distinct signatures."""
+    """Search up to ``max_examples`` scenarios for failures with distinct signatures.
+
+    With ``executor``, every scenario (and its shrinking) runs on its isolated workers;
+    Hypothesis itself drives the search from this process."""
     from hypothesis import HealthCheck, Phase, find, settings, target
     from hypothesis.errors import NoSuchExample
 
@@ -97,12 +109,12 @@ def fuzz(
     def failing(scenario: Scenario) -> bool:
         nonlocal examples
         examples += 1
-        result: ScenarioResult = run_scenario(scenario, specs, timeout_s=run_timeout_s)
+        result: ScenarioResult = run_on(executor, scenario, specs, run_timeout_s)
         report("searching")
         if result.status == IDENTICAL:
             target(_rarity(scenario, decided_so_far), label="rarely decided rule clauses")
             return False
-        signature = signature_fn(scenario, result, specs)
+        signature = sign_on(executor, signature_fn, scenario, result, specs, run_timeout_s)
         return signature is not None and signature not in known
 
     while len(failures) < max_failures and examples < max_examples:
@@ -124,7 +136,13 @@ def fuzz(
         except NoSuchExample:
             break
         report("shrinking")
-        shrunk = shrink(found, specs, signature_fn=signature_fn, timeout_s=shrink_timeout_s)
+        shrunk = shrink(
+            found,
+            specs,
+            signature_fn=signature_fn,
+            timeout_s=shrink_timeout_s,
+            executor=executor,
+        )
         if shrunk.signature is None:
             break  # a flaky implementation: the failure did not reproduce
         known.add(shrunk.signature)

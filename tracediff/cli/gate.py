@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,10 +25,12 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     _console,
+    _executor_spec,
     _impl_specs,
     _jobs,
     _scenarios,
     check_output_file,
+    executor_option,
     exit_interrupted,
     main,
 )
@@ -115,6 +118,7 @@ REPORT_NAME = "report.json"  # written into --artifacts when there are findings
     help="Records shown before each divergence.",
 )
 @click.option("--fail-fast", is_flag=True, help="Stop after the first step with findings.")
+@executor_option
 def gate(
     profile_name: str,
     seeds: str | None,
@@ -131,6 +135,7 @@ def gate(
     timeout_s: float | None,
     context: int,
     fail_fast: bool,
+    executor_text: str,
 ) -> None:
     """The CI gate: regressions, golden digests, then the profile. Exit 0 all good,
     1 findings, 2 bad input."""
@@ -144,6 +149,7 @@ def gate(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     job_count = _jobs(jobs)
+    executor_spec = _executor_spec(executor_text)
     for path, flag in (
         (junit_path, "--junit"),
         (markdown_path, "--markdown"),
@@ -165,35 +171,42 @@ def gate(
         (f"profile {profile_name}", scenarios, profile_name),
     ]
     interrupted: int | None = None
-    for name, step_scenarios, suite in plan:
-        if name == "golden":
-            step, found = golden_step(
-                profile_name,
-                specs,
-                golden_dir,
-                job_count,
-                artifacts,
-                seeds=[s.seed for s in scenarios] if seeds else None,
-            )
-        elif not step_scenarios:
-            step, found = StepOutcome(name, EMPTY, f"no scenarios in {regressions_dir}"), []
-        else:
-            click.echo(f"gate: {name}: {plural(len(step_scenarios), 'scenario')} ...", err=True)
-            step, found, interrupted = _run_step(
-                name,
-                suite,
-                step_scenarios,
-                specs,
-                jobs=job_count,
-                artifacts=os.path.join(artifacts, _safe(suite)),
-                timeout_s=timeout_s,
-                context=context,
-            )
-        steps.append(step)
-        outcomes.extend(found)
-        click.echo(f"gate: {step.name}: {step.status}: {step.detail}", err=True)
-        if interrupted is not None or (fail_fast and step.status == FAILED):
-            break
+    from tracediff.executor import open_executor
+
+    with open_executor(executor_spec, jobs=job_count) as executor:
+        for name, step_scenarios, suite in plan:
+            if name == "golden":
+                step, found = golden_step(
+                    profile_name,
+                    specs,
+                    golden_dir,
+                    job_count,
+                    artifacts,
+                    seeds=[s.seed for s in scenarios] if seeds else None,
+                    executor=executor,
+                    timeout_s=timeout_s,
+                )
+            elif not step_scenarios:
+                step, found = StepOutcome(name, EMPTY, f"no scenarios in {regressions_dir}"), []
+            else:
+                count = plural(len(step_scenarios), "scenario")
+                click.echo(f"gate: {name}: {count} ...", err=True)
+                step, found, interrupted = _run_step(
+                    name,
+                    suite,
+                    step_scenarios,
+                    specs,
+                    jobs=job_count,
+                    artifacts=os.path.join(artifacts, _safe(suite)),
+                    timeout_s=timeout_s,
+                    context=context,
+                    executor=executor,
+                )
+            steps.append(step)
+            outcomes.extend(found)
+            click.echo(f"gate: {step.name}: {step.status}: {step.detail}", err=True)
+            if interrupted is not None or (fail_fast and step.status == FAILED):
+                break
     report = DiffReport(
         title=f"tracediff gate --profile {profile_name}",
         impls=tuple(spec.name for spec in specs),
@@ -218,6 +231,8 @@ def golden_step(
     jobs: int,
     artifacts: str,
     seeds: Sequence[int] | None = None,
+    executor: Any = None,
+    timeout_s: float | None = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome]]:
     """The golden-digest step: every implementation must reproduce the accepted digests.
 
@@ -239,6 +254,8 @@ def golden_step(
             os.path.join(artifacts, "golden"),
             golden_dir=golden_dir,
             seeds=seeds,
+            executor=executor,
+            timeout_s=timeout_s,
         )
         if outcome.skipped:
             return StepOutcome("golden", NOT_CONFIGURED, outcome.message), []
@@ -271,15 +288,24 @@ def _run_step(
     artifacts: str,
     timeout_s: float | None,
     context: int,
+    executor: Any = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome], int | None]:
     """Run one step's scenarios, explain its findings; (step, outcomes, stop signal)."""
     from tracediff.compare.explain import explain_results
     from tracediff.runner import IDENTICAL, RunOptions, run_scenarios
 
     options = RunOptions(impls=tuple(specs), jobs=jobs, artifacts=artifacts, timeout_s=timeout_s)
-    summary = run_scenarios(scenarios, options)
+    summary = run_scenarios(scenarios, options, executor=executor)
     outcomes = explain_results(
-        scenarios, summary.results, specs, suite=suite, context=context, jobs=jobs
+        scenarios,
+        summary.results,
+        specs,
+        suite=suite,
+        context=context,
+        jobs=jobs,
+        executor=executor,
+        timeout_s=timeout_s,
+        deadline_s=options.kill_after_s,
     )
     findings = [r for r in summary.results if r.status != IDENTICAL]
     explained = [o.divergence for o in outcomes if o.divergence is not None]
