@@ -406,21 +406,28 @@ class SpecOracle:
                 continue
             spec = req.spec
             count, advance = self.pending(rid)
-            if spec.host_stop and count > 0:
-                continue
             remaining = spec.max_new - req.generated - advance
-            if remaining < 1:
+            if spec.host_stop and count > 0:
+                if remaining >= 1:
+                    self.stats.add("a host-stop lane held back")
                 continue
-            terms = [MAX_DRAFT, remaining - 1, req.offer]
+            if remaining < 1:
+                self.stats.add("no token left: not a lane")
+                continue
+            terms = {"7": MAX_DRAFT, "remaining - 1": remaining - 1, "offer": req.offer}
             if spec.grammar_cap >= 0:
-                terms.append(spec.grammar_cap)
-            cap = min(terms)
+                terms["grammar cap"] = spec.grammar_cap
+            cap = min(terms.values())
             if p.allocation == "host" or spec.grammar_cap >= 0:
                 alloc = HOST
             elif p.allocation == "device":
                 alloc = DEVICE
             else:
                 alloc = HOST if spec.host_stop else DEVICE
+            lowest = [name for name, term in terms.items() if term == cap]
+            if len(lowest) == 1:
+                device = " (device lane)" if alloc == DEVICE else ""
+                self.stats.add(f"cap by {lowest[0]}{device}")
             curve = survival(req, p.alpha, p.prior_weight)
             out.append(LaneView(rid, req.slot, cap, spec.fixed_width, alloc, curve, req))
         out.sort(key=lambda lane: (lane.req.last_served, lane.slot))
@@ -587,6 +594,8 @@ class SpecOracle:
                 continue
             trials = lane.req.trials[depth - 1]
             if trials >= p.probe_min_trials:
+                if trials == p.probe_min_trials:
+                    self.stats.add("trials exactly probe_min_trials: no probe")
                 continue
             prefixes = self.allocate(cohort, winner.bound, winner.budget, q, depth)
             if prefixes[q] != depth or any(
@@ -651,6 +660,12 @@ class SpecOracle:
         self.stats.max_b_pad = max(self.stats.max_b_pad, *(c.b_pad for c in cands))
         pruned = self.prune(cands)
         alive = [c for c in cands if c.id not in pruned]
+        if any(
+            now - self.table[(c.kind, c.b_pad, c.width)][1] == p.refresh_period_us
+            for c in alive
+            if (c.kind, c.b_pad, c.width) in self.table
+        ):
+            self.stats.add("a shape observed exactly refresh_period ago")
         winner = min(alive, key=winner_key)
         for other in alive:
             if other is not winner:

@@ -112,11 +112,18 @@ def test_batches_of_8_and_12_follow_every_rule(scenario: Scenario) -> None:
 
 # Quick-profile seeds of 16 and 32 requests whose regimes make the tie-breaks decide; between
 # them every rule below decides at least once (the test says so if the generator changes).
-PROFILE_SEEDS = (22, 64, 91)
+PROFILE_SEEDS = (22, 56, 64, 91)
 
 # What the oracle must have seen decide over PROFILE_SEEDS: otherwise the check above them
 # is weaker than it looks.
 MUST_DECIDE = (
+    "a host-stop lane held back",
+    "no token left: not a lane",
+    "cap by 7",
+    "cap by remaining - 1",
+    "cap by offer",
+    "cap by offer (device lane)",
+    "cap by grammar cap",
     "winner over another by value",
     "winner over another by duration",
     "winner over another by cohort",
@@ -139,9 +146,11 @@ MUST_DECIDE = (
     "probe past the bound",
     "probe unfunded",
     "probe not offered: does not fit",
+    "trials exactly probe_min_trials: no probe",
     "credit at its cap",
     "refresh accepted",
     "refresh rejected",
+    "a shape observed exactly refresh_period ago",
     "table: first observation",
     "table: updated",
     "table: prefill cost taken off",
