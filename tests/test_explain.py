@@ -182,6 +182,7 @@ BROKEN = [
         "plan › eligible[*] › cap",
     ),
     ("tests.impls.eager_prune:EagerPruneScheduler", 3, DECISION, "plan › pruned[*]"),
+    ("tests.impls.tiebreak:TieBreakScheduler", 0, DECISION, "plan › winner"),
     ("tests.impls.raises:RaisingScheduler", 0, ERROR, "plan › raised RuntimeError"),
 ]
 
@@ -232,12 +233,22 @@ def test_error_divergence_keeps_the_traceback_and_the_plan() -> None:
     assert 5 in [m.plan for m in d.timeline_a]
 
 
-def test_the_existing_winner_tie_break_never_ties_on_quick() -> None:
-    # tiebreak.py reverses the winner rule's last keys, but padding pruning has already
-    # removed every candidate that would tie: it stays identical (hence slot_tiebreak.py).
-    specs = _specs("tests.impls.tiebreak:TieBreakScheduler")
-    result = run_scenario(generate(load_profile("quick"), 17), specs)
-    assert result.status == IDENTICAL
+def test_the_winner_tie_break_is_caught_where_duration_breaks_a_value_tie() -> None:
+    # tiebreak.py prefers the longer of two candidates at the same value. Quick seed 0 (exact
+    # acceptance, a cost proportional to the padded tokens) ties values exactly, and the
+    # first divergence is the plan where the shorter duration decided the reference's winner.
+    result, d = _explained("tests.impls.tiebreak:TieBreakScheduler", 0)
+    assert result.status == DIVERGED and d.kind == DECISION
+    plan_a, plan_b = d.context[-1].a, d.context[-1].b
+    assert plan_a is not None and plan_b is not None
+    assert plan_a["candidates"] == plan_b["candidates"]  # the same candidates, ...
+    assert plan_a["pruned"] == plan_b["pruned"]
+    column = {name: i for i, name in enumerate(COLUMNS["candidates"])}
+    ours = plan_a["candidates"][plan_a["winner"]]
+    theirs = plan_b["candidates"][plan_b["winner"]]
+    assert ours != theirs  # ... another winner:
+    assert ours[column["value"]] == theirs[column["value"]]  # at the same value,
+    assert ours[column["duration"]] < theirs[column["duration"]]  # the shorter one wins
 
 
 def test_explain_keeps_a_bounded_context() -> None:
