@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -25,3 +26,46 @@ def test_readme_shows_the_two_commands_first() -> None:
     readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
     first_block = readme.split("```sh", 1)[1].split("```", 1)[0]
     assert "make run" in first_block and "make test" in first_block
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The in-page anchors a Markdown renderer makes: explicit ids and heading slugs."""
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', markdown))
+    for heading in re.findall(r"^#{1,6} (.+)$", markdown, flags=re.MULTILINE):
+        text = heading.strip().lower().replace("`", "")
+        anchors.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return anchors
+
+
+def test_scheduler_md_names_every_clause_and_proves_the_unreachable_ones() -> None:
+    from tracediff.sched.clauses import CLAUSES, NAMES
+
+    text = (DOCS / "scheduler.md").read_text(encoding="utf-8")
+    coverage = text.split("## Rule coverage", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \|", coverage, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(NAMES), "the clause tables must list clauses.NAMES exactly"
+    anchors = _anchors(text)
+    rows = {line.split("`")[1]: line for line in coverage.splitlines() if line.startswith("| `")}
+    for clause in CLAUSES:
+        row = rows[clause.name]
+        if clause.proof:
+            assert clause.proof in anchors, f"no proof anchor #{clause.proof}"
+            assert f"(#{clause.proof})" in row and "**Never**" in row
+        else:
+            assert "**Never**" not in row, f"{clause.name} is required, not proved unreachable"
+
+
+def test_scheduler_md_links_resolve() -> None:
+    text = (DOCS / "scheduler.md").read_text(encoding="utf-8")
+    anchors = _anchors(text)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        page, _, anchor = target.partition("#")
+        if page:
+            assert (DOCS / page).is_file(), f"scheduler.md links to missing {page}"
+            if anchor:
+                assert anchor in _anchors((DOCS / page).read_text(encoding="utf-8")), target
+        else:
+            assert anchor in anchors, f"scheduler.md links to missing anchor #{anchor}"
+    profiles = (DOCS / "profiles.md").read_text(encoding="utf-8")
+    for anchor in re.findall(r"scheduler\.md#([\w-]+)", profiles):
+        assert anchor in anchors, f"profiles.md links to missing scheduler.md#{anchor}"
