@@ -1,10 +1,20 @@
-"""The documentation that is generated from the code stays in step with it."""
+"""The documentation stays in step with the code: the generated CLI page and the scheduler spec."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
 from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+
+from tracediff.engine.driver import drive
+from tracediff.scenario.generator import generate
+from tracediff.scenario.model import Scenario
+from tracediff.scenario.profiles import load_profile
+from tracediff.scenario.strategies import scenarios
+from tracediff.sched.reference import ReferenceScheduler
+from tracediff.trace.codec import encode
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -79,32 +89,40 @@ def test_scheduler_md_links_resolve() -> None:
 SPEC_SEEDS = (11, 16, 30, 43, 45, 54, 56, 77, 85, 91, 96)
 
 
+def _same_as_reference(scenario: Scenario, where: str) -> set[str]:
+    """Drive the reference and the from-spec scheduler in lockstep; return the round sources."""
+    from tests.impls.from_spec import FromSpecScheduler
+
+    sources: set[str] = set()
+    pairs = zip(
+        drive(scenario, ReferenceScheduler(scenario)),
+        drive(scenario, FromSpecScheduler(scenario)),
+        strict=True,
+    )
+    for index, (expected, actual) in enumerate(pairs):
+        if encode(actual) != encode(expected):
+            key = next(k for k in expected if encode(actual.get(k)) != encode(expected[k]))
+            raise AssertionError(
+                f"{where}, record {index}, field {key!r}: the page's rules give "
+                f"{actual.get(key)!r:.300}, the reference {expected[key]!r:.300}"
+            )
+        if expected.get("t") == "plan" and expected["round"] is not None:
+            sources.add(expected["round"][0])
+    return sources
+
+
 def test_an_implementation_written_from_scheduler_md_matches_the_reference() -> None:
     """docs/scheduler.md is the whole spec: tests/impls/from_spec.py, written from the page
     alone (it imports nothing from tracediff.sched), records the reference's bytes."""
-    from tests.impls.from_spec import FromSpecScheduler
-    from tracediff.engine.driver import drive
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile
-    from tracediff.sched.reference import ReferenceScheduler
-    from tracediff.trace.codec import encode
-
     profile = load_profile("quick")
     sources: set[str] = set()
     for seed in SPEC_SEEDS:
-        scenario = generate(profile, seed)
-        pairs = zip(
-            drive(scenario, ReferenceScheduler(scenario)),
-            drive(scenario, FromSpecScheduler(scenario)),
-            strict=True,
-        )
-        for index, (expected, actual) in enumerate(pairs):
-            if encode(actual) != encode(expected):
-                key = next(k for k in expected if encode(actual.get(k)) != encode(expected[k]))
-                raise AssertionError(
-                    f"quick seed {seed}, record {index}, field {key!r}: the page's rules give "
-                    f"{actual.get(key)!r:.300}, the reference {expected[key]!r:.300}"
-                )
-            if expected.get("t") == "plan" and expected["round"] is not None:
-                sources.add(expected["round"][0])
+        sources |= _same_as_reference(generate(profile, seed), f"quick seed {seed}")
     assert sources == {"winner", "probe", "refresh"}
+
+
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(scenarios(max_requests=8))
+def test_the_from_spec_implementation_matches_on_edge_case_scenarios(scenario: Scenario) -> None:
+    """Budgets down to 1 token, refresh periods of 1 µs, zero credit, odd buckets, alpha 0."""
+    _same_as_reference(scenario, f"scenario {scenario.to_dict()!r:.2000}")
