@@ -329,8 +329,12 @@ def run_scenario(
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
         if isinstance(exc, KeyboardInterrupt) and progress is None:
             raise  # in this process, Ctrl-C is the user's
-        status, failed = ERROR, names[current] if current < len(names) else None
-        plan_number = timed[current].plans if current < len(timed) else 0
+        failed = names[current] if current < len(names) else None
+        if divergence is None:
+            status = ERROR
+            plan_number = timed[current].plans if current < len(timed) else 0
+        # else: the first divergence is the finding (still DIVERGED, at its plan); the
+        # failure after it is context, kept in failed_impl and message.
         message = "".join(traceback.format_exception(exc)).rstrip()
         if isinstance(exc, SchedulerFault):
             message = str(exc)

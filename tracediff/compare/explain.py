@@ -25,6 +25,7 @@ is called not deterministic.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +33,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracediff.compare.fields import classify, record_changes, record_label
+from tracediff.compare.fields import (
+    CHOICE_FIELDS,
+    classify,
+    record_changes,
+    record_label,
+    without_knock_on_ulps,
+)
 from tracediff.compare.model import (
     DEFAULT_CONTEXT,
     DIVERGED,
@@ -48,10 +55,11 @@ from tracediff.compare.model import (
     ScenarioOutcome,
 )
 from tracediff.compare.signature import Condenser
+from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError, TraceFormatError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
-from tracediff.impls import ImplSpec
+from tracediff.impls import ImplSpec, load
 from tracediff.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
@@ -73,6 +81,7 @@ class _Failed:
 
     type_name: str
     text: str
+    raised_in: str = ""  # the driver method it raised in: "plan()", "complete()", ...
 
 
 def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
@@ -83,7 +92,36 @@ def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is what we explain
         if not catch:
             raise
-        return _Failed(type(exc).__name__, "".join(traceback.format_exception(exc)).rstrip())
+        text = "".join(traceback.format_exception(exc)).rstrip()
+        return _Failed(type(exc).__name__, text, raised_in(exc))
+
+
+_DRIVER = os.path.join("engine", "driver.py")
+_ENGINE = os.path.join("tracediff", "engine", "")
+
+
+def raised_in(exc: BaseException) -> str:
+    """Where an implementation raised, as the driver call it was in: ``plan()``,
+    ``complete()``, ``arrive()``; ``engine`` when the driver or engine refused what it
+    returned (a malformed plan, a round the engine cannot run); ``driver`` when the driver
+    itself stopped it (stopped planning, runaway); ``encode`` for an unencodable record.
+
+    Read from the traceback: the frame after the driver's ``drive`` is the call it made.
+    Which plan or record it happened at is left out on purpose: one bug, one signature.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = None
+    for position, frame in enumerate(frames):
+        if frame.name == "drive" and frame.filename.endswith(_DRIVER):
+            at = position
+    if at is None:
+        return "encode"
+    if at + 1 >= len(frames):
+        return "driver"
+    called = frames[at + 1]
+    if _ENGINE in called.filename:
+        return "engine"
+    return f"{called.name}()"
 
 
 @dataclass
@@ -254,6 +292,7 @@ def _divergence(
             failed_impl=base.names[i_b],
             message=message or (failure.text if failure else ""),
             notes=notes,
+            raised_in=(failure.raised_in if failure else "") or None,
         )
     changes, kind, path, extra = _compare(a, b, index, label, walk.columns)
     return replace(
@@ -296,7 +335,8 @@ def _compare(
     if index > 0 and a.get("t") != b.get("t"):
         change = FieldChange(("t",), STRUCTURE, a.get("t"), b.get("t"))
         return [change], STRUCTURE, (f"{a.get('t')} vs {b.get('t')}",), ()
-    changes = record_changes(a, b, {} if index == 0 else columns)
+    choice = None if index == 0 else CHOICE_FIELDS.get(str(a.get("t")))
+    changes = record_changes(a, b, {} if index == 0 else columns, choice)
     if not changes:
         reason = (
             "key order"
@@ -311,7 +351,7 @@ def _compare(
         )
     kind = STRUCTURE if index == 0 else classify(changes)
     headline = next(c for c in changes if c.kind == kind) if index > 0 else changes[0]
-    return changes, kind, (label, *headline.path), ()
+    return without_knock_on_ulps(changes, kind), kind, (label, *headline.path), ()
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -360,15 +400,19 @@ def explain(
             return _not_reproduced(base, result, why)
     sources = [_driver_source(scenario, spec) for spec in specs]
     if result.status == ERROR:
-        walk = _walk(sources, context=context, stop_on_difference=False)
-        notes: tuple[str, ...] = ()
-        if walk.first_difference is not None:
-            notes = (f"the records already differed at record {walk.first_difference}",)
-        if walk.index is None or not walk.failed:
+        # The runner saw no differing record before the failure; should the second run
+        # differ first after all, that difference is the finding (first divergence first).
+        walk = _walk(sources, context=context)
+        if walk.index is None:
             return _not_reproduced(base, result)
-        return _divergence(
-            walk, base, sources, message=result.message, notes=notes, fallback_plan=result.plan
+        found = _divergence(
+            walk,
+            base,
+            sources,
+            message=result.message if walk.failed else "",
+            fallback_plan=result.plan,
         )
+        return _with_state(found, scenario, specs)
     walk = _walk(sources, context=context, limit=result.divergence)
     if walk.index is None:
         return _not_reproduced(base, result)
@@ -377,7 +421,36 @@ def explain(
         text = failure.text.splitlines()[-1] if isinstance(failure, _Failed) else "failed"
         name = base.names[walk.pair[1]]
         return _not_reproduced(base, result, f"could not explain: on a second run {name}: {text}")
-    return _divergence(walk, base, sources)
+    found = _divergence(walk, base, sources)
+    if result.failed_impl and result.message:
+        # The first divergence is the finding; a failure after it is context.
+        last = [line for line in result.message.splitlines() if line.strip()]
+        found = replace(
+            found,
+            later=f"{result.failed_impl} then failed: {last[-1].strip() if last else 'error'}",
+            message=result.message,
+        )
+    return _with_state(found, scenario, specs)
+
+
+def _with_state(
+    divergence: Divergence, scenario: Scenario, specs: Sequence[ImplSpec]
+) -> Divergence:
+    """The divergence with its state diff: both implementations driven again, their states
+    compared after every event up to the divergence (see :mod:`tracediff.compare.state`)."""
+    if divergence.index is None:
+        return divergence
+    try:
+        by_name = {spec.name: spec for spec in specs}
+        pair = [load(by_name[name]) for name in divergence.impls]
+        found = first_state_difference(
+            scenario, pair, until=divergence.index, divergence_plan=divergence.plan
+        )
+    except Exception as exc:  # noqa: BLE001 - the finding stands without its state diff
+        found = f"could not compare states: {type(exc).__name__}: {exc}"
+    if isinstance(found, str):
+        return replace(divergence, state_note=found)
+    return replace(divergence, state=found)
 
 
 def unexplained(

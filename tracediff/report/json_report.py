@@ -22,6 +22,7 @@ from tracediff.compare.model import (
     FieldChange,
     RoundMark,
     ScenarioOutcome,
+    StateDiff,
     StepOutcome,
 )
 from tracediff.compare.signature import group_signatures
@@ -90,6 +91,9 @@ def _divergence(d: Divergence) -> dict[str, Any]:
     return {
         "kind": d.kind,
         "signature": str(d.signature),
+        "signature_path": d.signature.path,
+        "location": d.location,
+        "field": d.field,
         "profile": d.profile,
         "seed": d.seed,
         "features": d.features,
@@ -125,6 +129,22 @@ def _divergence(d: Divergence) -> dict[str, Any]:
         "failed_impl": d.failed_impl,
         "message": d.message,
         "notes": list(d.notes),
+        "raised_in": d.raised_in,
+        "later": d.later,
+        "state": None if d.state is None else state_to_dict(d.state),
+        "state_note": d.state_note,
+    }
+
+
+def state_to_dict(state: StateDiff) -> dict[str, Any]:
+    return {
+        "event": state.event,
+        "index": state.index,
+        "plan": state.plan,
+        "field": state.field,
+        "a": state.a,
+        "b": state.b,
+        "plans_before": state.plans_before,
     }
 
 
@@ -156,6 +176,14 @@ class _Reader:
         if not isinstance(value, kind):
             raise self.fail(f"{where}.{key}", f"expected {_names(kind)}, got {_jtype(value)}")
         return value
+
+    def opt(
+        self, data: Any, key: str, kind: type[T] | tuple[type, ...], where: str, default: Any
+    ) -> Any:
+        """A field added within version 1: absent in older files, then ``default``."""
+        if isinstance(data, dict) and key not in data:
+            return default
+        return self.get(data, key, kind, where)
 
     def items(
         self, data: Any, key: str, where: str, build: Callable[[Any, str], T]
@@ -268,6 +296,26 @@ def _read_divergence(r: _Reader, v: Any, w: str) -> Divergence:
         failed_impl=r.get(v, "failed_impl", _OPT_STR, w),
         message=r.get(v, "message", str, w),
         notes=_strings(r, v, "notes", w),
+        raised_in=r.opt(v, "raised_in", _OPT_STR, w, None),
+        later=r.opt(v, "later", str, w, ""),
+        state=_read_state(r, r.opt(v, "state", (dict, type(None)), w, None), f"{w}.state"),
+        state_note=r.opt(v, "state_note", str, w, ""),
+    )
+
+
+def _read_state(r: _Reader, v: Any, w: str) -> StateDiff | None:
+    if v is None:
+        return None
+    if "a" not in v or "b" not in v:
+        raise r.fail(w, "a state difference needs fields 'a' and 'b'")
+    return StateDiff(
+        event=r.get(v, "event", str, w),
+        index=r.get(v, "index", _INT, w),
+        plan=r.get(v, "plan", _OPT_INT, w),
+        field=r.get(v, "field", str, w),
+        a=v["a"],
+        b=v["b"],
+        plans_before=r.get(v, "plans_before", _OPT_INT, w),
     )
 
 

@@ -102,14 +102,16 @@ def _details(d: Divergence) -> list[str]:
         f"- where: {describe.where(d)}",
         f"- field: {_code(d.location)}",
         f"- kind: {describe.kind_line(d)}",
+        *([f"- state: {describe.state_line(d)}"] if d.state or d.state_note else []),
+        *([f"- then: {d.later}"] if d.later else []),
         "",
     ]
     if d.changes:
         lines += ["| field | A | B | ULPs | rel. error |", "|---|---|---|---:|---:|"]
         for change in d.changes[:MAX_CHANGES]:
+            shown_a, shown_b = describe.short_pair(change.a, change.b)
             lines.append(
-                f"| {_code(change.location)} | {_cell(describe.short(change.a))} | "
-                f"{_cell(describe.short(change.b))} | "
+                f"| {_code(change.location)} | {_cell(shown_a)} | {_cell(shown_b)} | "
                 f"{describe.ulps_count(change.ulps)} | "
                 f"{'-' if change.rel_error is None else f'{change.rel_error:.2e}'} |"
             )
@@ -123,8 +125,8 @@ def _details(d: Divergence) -> list[str]:
     if d.context:
         lines += ["| # | A | B |", "|---:|---|---|"]
         for row in d.context:
-            left = describe.record_summary(row.a, row.index)
-            right = "≡" if row.same else describe.record_summary(row.b, row.index)
+            left = describe.record_summary(row.a, row.index, None if row.same else row.b)
+            right = "≡" if row.same else describe.record_summary(row.b, row.index, row.a)
             mark = "≠ " if not row.same else ""
             lines.append(f"| {mark}{row.index} | {_cell(left)} | {_cell(right)} |")
         lines.append("")
