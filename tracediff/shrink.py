@@ -85,6 +85,9 @@ SignatureFn = Callable[[Scenario, ScenarioResult, Sequence[ImplSpec]], Hashable 
 ProgressFn = Callable[["ShrinkProgress"], None]
 
 ALLOCATION_RANK = {"host": 0, "device": 1, "mixed": 2}
+SMALL_REQUESTS = 4  # the repro size aimed for: small generated scenarios have 1..4 requests
+SMALL_SEEDS = 64  # small scenarios drawn per pass at most
+SMALL_SHARE = 0.25  # of the time limit, at most, per pass of small scenarios
 
 
 # -- signatures ------------------------------------------------------------------------------
@@ -150,7 +153,7 @@ def compare_signature(
         return None
     from tracediff.compare.explain import explain
 
-    signature: Hashable = explain(scenario, specs, result, context=0).signature
+    signature: Hashable = explain(scenario, specs, result, context=0, state=False).signature
     return signature
 
 
@@ -368,7 +371,10 @@ class Shrinker:
     def _loop(self) -> None:
         passes: list[tuple[str, Callable[[], None]]] = [
             ("keep earliest requests", self.keep_earliest),
+            ("small generated scenarios", self.try_small_generated),
             ("delete requests", self.delete_requests),
+            ("merge requests", self.merge_requests),
+            ("re-time requests", self.retime_requests),
             ("switch features off", self.switch_features_off),
             ("simplify scheduler", self.simplify_params),
             ("halve numbers", self.halve_numbers),
@@ -477,6 +483,63 @@ class Shrinker:
                 high = middle
             else:
                 low = middle
+
+    def try_small_generated(self) -> None:
+        """Fresh small scenarios (1 to SMALL_REQUESTS requests) with the same scheduler
+        parameters, drawn by the seeded generator: some bugs need a particular combination
+        of requests that no deletion from a large scenario reaches, and a search among
+        small ones finds it quickly (as ``fuzz`` does). Bounded by a share of the time
+        limit, and skipped once the best has few requests."""
+        if len(self.best.requests) <= SMALL_REQUESTS:
+            return
+        from tracediff.scenario.generator import generate
+        from tracediff.scenario.profiles import GRAPHS, Matrix, Profile
+
+        base = self.best
+        params = base.params
+        matrix = Matrix(
+            requests=tuple(range(1, SMALL_REQUESTS + 1)),
+            allocation=(params.allocation,),
+            graphs=(GRAPHS[1] if params.ragged else GRAPHS[0],),
+            queue_depth=(params.queue_depth,),
+        )
+        profile = Profile(name=base.profile, matrix=matrix)
+        deadline = self.clock() + self.timeout_s * SMALL_SHARE
+        for seed in range(SMALL_SEEDS):
+            if self.clock() >= deadline or len(self.best.requests) <= SMALL_REQUESTS:
+                return
+            drawn = generate(profile, base.seed * SMALL_SEEDS + seed)
+            self.consider(dataclasses.replace(base, requests=drawn.requests, truth=base.truth))
+
+    def merge_requests(self) -> None:
+        """Two neighbours (by arrival) into one: the earlier takes both budgets. One request
+        fewer whose load is the same, where deleting either loses the pressure."""
+        index = 0
+        while index + 1 < len(self.best.requests):
+            ordered = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
+            first, second = ordered[index], ordered[index + 1]
+            merged = dataclasses.replace(
+                first,
+                max_new=first.max_new + second.max_new,
+                stop_at=-1 if first.stop_at < 0 else first.stop_at,
+            )
+            requests = [merged if r.id == first.id else r for r in ordered if r.id != second.id]
+            if not self.consider(self.with_requests(requests)):
+                index += 1
+
+    def retime_requests(self) -> None:
+        """Arrivals moved together: each request to the arrival of the one before it (a
+        burst), which often keeps a divergence while making the timeline short."""
+        ordered = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
+        for position in range(1, len(ordered)):
+            current = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
+            if position >= len(current):
+                return
+            earlier, request = current[position - 1], current[position]
+            if request.arrival_us == earlier.arrival_us:
+                continue
+            moved = dataclasses.replace(request, arrival_us=earlier.arrival_us)
+            self.consider(self.with_requests(moved if r.id == request.id else r for r in current))
 
     def delete_requests(self) -> None:
         """Adaptive deletion: from the end, delete the longest run ending at each request."""

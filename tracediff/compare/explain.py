@@ -378,11 +378,15 @@ def explain(
     specs: Sequence[ImplSpec],
     result: ScenarioResult,
     context: int = DEFAULT_CONTEXT,
+    *,
+    state: bool = True,
 ) -> Divergence:
     """Explain a finding of :func:`~tracediff.runner.run_scenario` by re-running it.
 
     The implementations are driven again (deterministically) only as far as the divergence
-    or failure, plus a few plans for the timeline. Raises ValueError for an identical result.
+    or failure, plus a few plans for the timeline; with ``state``, once more to compare
+    their states after every event (:mod:`tracediff.compare.state`). Raises ValueError for
+    an identical result.
     """
     if result.status == IDENTICAL:
         raise ValueError(f"{result.label}: identical, nothing to explain")
@@ -412,7 +416,7 @@ def explain(
             message=result.message if walk.failed else "",
             fallback_plan=result.plan,
         )
-        return _with_state(found, scenario, specs)
+        return _with_state(found, scenario, specs) if state else found
     walk = _walk(sources, context=context, limit=result.divergence)
     if walk.index is None:
         return _not_reproduced(base, result)
@@ -430,7 +434,7 @@ def explain(
             later=f"{result.failed_impl} then failed: {last[-1].strip() if last else 'error'}",
             message=result.message,
         )
-    return _with_state(found, scenario, specs)
+    return _with_state(found, scenario, specs) if state else found
 
 
 def _with_state(

@@ -189,6 +189,24 @@ def _walk(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
     return None if _same(a, b) else (path, a, b)
 
 
+def flatten_state(state: Any, path: str = "") -> list[tuple[str, Any]]:
+    """A state as (path, value) rows in the state diff's notation; lists of scalars (a
+    curve, counters) stay one row, lists of maps and rows are split."""
+    if isinstance(state, Mapping):
+        rows: list[tuple[str, Any]] = []
+        for key, value in state.items():
+            rows += flatten_state(value, f"{path}.{key}" if path else str(key))
+        return rows
+    if isinstance(state, list | tuple) and any(
+        isinstance(v, Mapping | list | tuple) for v in state
+    ):
+        rows = []
+        for position, value in enumerate(state):
+            rows += flatten_state(value, f"{path}{_item_name(value, value, position)}")
+        return rows
+    return [(path, state)]
+
+
 def _item_name(left: Any, right: Any, position: int) -> str:
     if isinstance(left, Mapping) and isinstance(right, Mapping):
         for key in NAMING_KEYS:

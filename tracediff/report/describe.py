@@ -78,9 +78,11 @@ def kind_line(d: Divergence) -> str:
     differ = f"{plural(d.total_changes, 'field')} {'differs' if d.total_changes == 1 else 'differ'}"
     if d.kind in (VALUE, ROUNDING):
         head = d.headline
-        text = f"{d.kind}: {KIND_MEANING[d.kind]}"
+        text = f"{d.kind}: same decisions; a float moved"
         if head is not None and head.ulps is not None:
-            text += f"; {head.location} by {ulps_text(head)}"
+            text += f" by {ulps_text(head)}"
+        if d.kind == VALUE:
+            text += " (far more than rounding)"
         if d.total_changes > 1 and d.max_ulps is not None:
             text += f"; {differ}, by up to {ulps_count(d.max_ulps)} ULPs"
         return text

@@ -11,7 +11,7 @@ TraceFormatError naming the file and the field at fault.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from tracediff import __version__
@@ -46,16 +46,59 @@ def report_to_dict(report: DiffReport) -> dict[str, Any]:
         "notes": list(report.notes),
         "steps": [{"name": s.name, "status": s.status, "detail": s.detail} for s in report.steps],
         "outcomes": [_outcome(o) for o in report.outcomes],
-        "groups": [
-            {
-                "kind": g.signature.kind,
-                "path": g.signature.path,
-                "count": g.count,
-                "smallest": g.smallest.label,
-                "scenarios": list(g.labels),
-            }
-            for g in group_signatures(report.divergences)
-        ],
+        "groups": groups_to_list(report.divergences),
+    }
+
+
+def groups_to_list(divergences: Sequence[Divergence]) -> list[dict[str, Any]]:
+    """The signature groups, most frequent first: what ``run --json`` and the diff report
+    write (plain ASCII paths; ``scenarios`` in the order found)."""
+    return [
+        {
+            "kind": g.signature.kind,
+            "path": g.signature.path,
+            "count": g.count,
+            "smallest": g.smallest.label,
+            "scenarios": list(g.labels),
+        }
+        for g in group_signatures(divergences)
+    ]
+
+
+def finding_to_dict(d: Divergence) -> dict[str, Any]:
+    """One finding, flat, for tools (``run --json``'s ``findings``): what kind, which
+    signature, the first differing record and plan, the field, the state diff."""
+    lines = [line for line in d.message.splitlines() if line.strip()]
+    return {
+        "scenario": d.label,
+        "profile": d.profile,
+        "seed": d.seed,
+        "requests": d.requests,
+        "plans": d.plans,
+        "impls": list(d.impls),
+        "kind": d.kind,
+        "signature": {"kind": d.signature.kind, "path": d.signature.path},
+        "record": d.index,
+        "plan": d.plan,
+        "clock": d.clock,
+        "record_type": d.record_type,
+        "field": d.field,
+        "location": d.location,
+        "headline": None
+        if d.headline is None
+        else {
+            "a": d.headline.a,
+            "b": d.headline.b,
+            "ulps": d.headline.ulps,
+            "rel_error": d.headline.rel_error,
+        },
+        "total_changes": d.total_changes,
+        "failed_impl": d.failed_impl,
+        "raised_in": d.raised_in,
+        "error": lines[-1].strip() if lines else "",
+        "later": d.later,
+        "state": None if d.state is None else state_to_dict(d.state),
+        "state_note": d.state_note,
     }
 
 
