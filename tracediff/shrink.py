@@ -371,9 +371,9 @@ class Shrinker:
     def _loop(self) -> None:
         passes: list[tuple[str, Callable[[], None]]] = [
             ("keep earliest requests", self.keep_earliest),
-            ("small generated scenarios", self.try_small_generated),
             ("delete requests", self.delete_requests),
             ("merge requests", self.merge_requests),
+            ("small generated scenarios", self.try_small_generated),
             ("re-time requests", self.retime_requests),
             ("switch features off", self.switch_features_off),
             ("simplify scheduler", self.simplify_params),
@@ -509,7 +509,15 @@ class Shrinker:
             if self.clock() >= deadline or len(self.best.requests) <= SMALL_REQUESTS:
                 return
             drawn = generate(profile, base.seed * SMALL_SEEDS + seed)
-            self.consider(dataclasses.replace(base, requests=drawn.requests, truth=base.truth))
+            small = dataclasses.replace(base, requests=drawn.requests)
+            if self.consider(small):
+                continue
+            # as in keep_earliest: the same pressure on fewer lanes, by a scaled budget
+            total, kept = len(base.requests), len(drawn.requests)
+            scaled = max(kept, -(-params.verify_budget * kept // total))
+            if scaled < params.verify_budget:
+                budget = dataclasses.replace(params, verify_budget=scaled)
+                self.consider(dataclasses.replace(small, params=budget))
 
     def merge_requests(self) -> None:
         """Two neighbours (by arrival) into one: the earlier takes both budgets. One request
