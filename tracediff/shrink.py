@@ -40,6 +40,13 @@ What makes a good pass here, in the spirit of the essay:
   matters when the verification budget binds, i.e. when many lanes compete): keeping k of
   n requests is also tried with the budget scaled by k/n, a compound step that no single
   one-field change can make, since a smaller budget alone is not smaller in the order.
+* **Merge, re-time, and look elsewhere.** Merging two neighbours into one request that
+  carries both budgets removes a request while keeping the load that deleting either
+  loses; moving an arrival onto the one before it makes a burst. While more than four
+  requests remain, fresh scenarios of one to four requests drawn by the seeded generator
+  with the same scheduler parameters are tried too (a bounded share of the time): a bug
+  that needs a particular small combination is often found faster among small scenarios
+  than by deleting from a large one (``fuzz`` finds such repros this way).
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
   before trying request by request; halve every ``max_new`` together before minimising
   each; set every arrival to 0 at once. When the coarse step works, the fine passes have
