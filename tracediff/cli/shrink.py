@@ -179,8 +179,7 @@ def shrink(
 
     console.print(f"signature: {describe_signature(result.signature)}", markup=False)
     console.print(
-        f"{result.attempts} candidates tried, {result.improvements} kept, "
-        f"{result.seconds:.1f} s",
+        f"{result.attempts} candidates tried, {result.improvements} kept, {result.seconds:.1f} s",
         markup=False,
     )
     if result.complete:

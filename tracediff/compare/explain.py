@@ -404,17 +404,16 @@ def explain(
             return _not_reproduced(base, result, why)
     sources = [_driver_source(scenario, spec) for spec in specs]
     if result.status == ERROR:
-        # The runner saw no differing record before the failure; should the second run
-        # differ first after all, that difference is the finding (first divergence first).
-        walk = _walk(sources, context=context)
-        if walk.index is None:
+        # The runner decided it is an error (it raised before any record differed, or the
+        # engine refused the differing record itself); a difference on the way is a note.
+        walk = _walk(sources, context=context, stop_on_difference=False)
+        notes: tuple[str, ...] = ()
+        if walk.first_difference is not None:
+            notes = (f"the records already differed at record {walk.first_difference}",)
+        if walk.index is None or not walk.failed:
             return _not_reproduced(base, result)
         found = _divergence(
-            walk,
-            base,
-            sources,
-            message=result.message if walk.failed else "",
-            fallback_plan=result.plan,
+            walk, base, sources, message=result.message, notes=notes, fallback_plan=result.plan
         )
         return _with_state(found, scenario, specs) if state else found
     walk = _walk(sources, context=context, limit=result.divergence)
@@ -687,6 +686,15 @@ def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> 
     sources = [_file_source(reader_a), _file_source(reader_b)]
     walk = _walk(sources, context=context, catch=False)
     divergence = None if walk.index is None else _divergence(walk, base, sources)
+    if divergence is not None and divergence.plan is not None:
+        divergence = replace(
+            divergence,
+            state_note=(
+                "not compared: two trace files hold no implementations to drive; "
+                f"tracediff replay {path_a} --impl A --impl B --until {divergence.plan} --state "
+                "shows both states there"
+            ),
+        )
     return DiffReport(
         title=f"tracediff diff {path_a} {path_b}",
         impls=names,

@@ -111,7 +111,7 @@ def first_state_difference(
             try:
                 if next(driver, None) is None:
                     ended = True
-            except Exception:  # noqa: BLE001 - the state diff stops where one fails
+            except (Exception, SystemExit):  # noqa: BLE001 - the state diff stops where one fails
                 ended = True
         found, compared = _compare_new(observed, compared, until)
         if found is not None:
