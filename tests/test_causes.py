@@ -31,10 +31,11 @@ from tracediff.compare.model import (
     Divergence,
     RoundMark,
 )
+from tracediff.compare.signature import group_signatures
 from tracediff.compare.state import first_state_difference, state_difference
 from tracediff.impls import load, parse_impl
 from tracediff.report import describe, html, json_report
-from tracediff.report.terminal import DivergenceView
+from tracediff.report.terminal import DivergenceView, groups_renderable
 from tracediff.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
 from tracediff.runner import ERROR as RUN_ERROR
 from tracediff.scenario.generator import generate
@@ -166,6 +167,16 @@ def test_the_state_diff_names_the_cause_plans_before_the_record() -> None:
     data = json_report._divergence(d)
     assert data["state"]["field"] == d.state.field and data["state"]["plans_before"] >= 5
     assert describe.state_line(d) in html.render(_report(d))
+
+
+def test_signatures_of_one_cause_name_it() -> None:
+    found = [_explain(STALE, seed) for seed in (37, 81, 83)]
+    groups = group_signatures(found)
+    assert len(groups) > 1  # the symptom differs: which part of the round
+    assert {g.causes for g in groups} == {("requests[*].pending_advance",)}
+    text = _render(groups_renderable(groups), width=160)
+    assert "state first differs in" in text and "requests[*].pending_advance" in text
+    assert json_report.groups_to_list(found)[0]["causes"] == ["requests[*].pending_advance"]
 
 
 def test_states_agree_where_only_the_record_differs() -> None:

@@ -100,6 +100,12 @@ class StateDiff:
     b: Any
     plans_before: int | None = None  # plans from this event to the first differing record
 
+    @property
+    def cause(self) -> str:
+        """The field with its indices and ids elided: ``requests[*].pending_advance``.
+        Findings of several signatures that share it most likely share one bug."""
+        return _INDEX.sub("[*]", self.field)
+
 
 @dataclass(frozen=True)
 class ContextRow:
@@ -245,6 +251,8 @@ class SignatureGroup:
     count: int
     smallest: Divergence
     labels: tuple[str, ...]
+    # the state-diff causes of its members (StateDiff.cause), most frequent first
+    causes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

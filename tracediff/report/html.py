@@ -82,19 +82,23 @@ def render(report: DiffReport) -> str:
         body.append("</table>")
     groups = group_signatures(report.divergences)
     if groups:
+        causes = any(group.causes for group in groups)
         body.append(
             '<h2>Signatures</h2><table class="signatures"><tr><th>kind</th><th>field path</th>'
-            "<th>count</th><th>smallest scenario</th></tr>"
+            "<th>count</th><th>smallest scenario</th>"
+            + ("<th>state first differs in</th>" if causes else "")
+            + "</tr>"
         )
         for group in groups:
             small = group.smallest
+            cause = f'<td class="mono">{_e(", ".join(group.causes) or "-")}</td>' if causes else ""
             body.append(
                 f"<tr><td>{_e(group.signature.kind)}</td>"
                 f'<td class="mono">{_e(group.signature.path)}</td>'
                 f'<td class="num">{group.count}</td>'
                 f'<td><a href="#{_anchor(small)}">{_e(small.label)}</a> '
                 f"({_e(describe.plural(small.requests, 'request'))}, "
-                f"{_e(describe.plural(small.plans, 'plan'))})</td></tr>"
+                f"{_e(describe.plural(small.plans, 'plan'))})</td>{cause}</tr>"
             )
         body.append("</table>")
         for group in groups[:MAX_EXPLAINED]:

@@ -60,6 +60,7 @@ def groups_to_list(divergences: Sequence[Divergence]) -> list[dict[str, Any]]:
             "count": g.count,
             "smallest": g.smallest.label,
             "scenarios": list(g.labels),
+            "causes": list(g.causes),
         }
         for g in group_signatures(divergences)
     ]

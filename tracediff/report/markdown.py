@@ -50,18 +50,21 @@ def render(report: DiffReport) -> str:
         lines.append("")
     groups = group_signatures(report.divergences)
     if groups:
+        causes = any(group.causes for group in groups)
         lines += [
             "### Signatures",
             "",
-            "| kind | field path | count | smallest scenario |",
-            "|---|---|---:|---|",
+            "| kind | field path | count | smallest scenario |"
+            + (" state first differs in |" if causes else ""),
+            "|---|---|---:|---|" + ("---|" if causes else ""),
         ]
         for group in groups:
             small = group.smallest
+            cause = f" {_cell(', '.join(group.causes) or '-')} |" if causes else ""
             lines.append(
                 f"| {group.signature.kind} | {_code(group.signature.path)} | {group.count} | "
                 f"{_cell(small.label)} ({describe.plural(small.requests, 'request')}, "
-                f"{describe.plural(small.plans, 'plan')}) |"
+                f"{describe.plural(small.plans, 'plan')}) |{cause}"
             )
         lines.append("")
         lines.append("### Smallest scenario of each signature")

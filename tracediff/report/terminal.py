@@ -259,15 +259,21 @@ def groups_renderable(groups: Sequence[SignatureGroup]) -> Table:
     table.add_column("signature (field path)")
     table.add_column("count", justify="right")
     table.add_column("smallest scenario")
+    causes = any(group.causes for group in groups)
+    if causes:
+        table.add_column("state first differs in")
     for group in groups:
         small = group.smallest
-        table.add_row(
+        cells: list[RenderableType] = [
             Text(group.signature.kind, style=_KIND_STYLE.get(group.signature.kind, "")),
-            group.signature.path,
+            Text(group.signature.path),
             f"{group.count:,}",
             f"{small.label} ({describe.plural(small.requests, 'request')}, "
             f"{describe.plural(small.plans, 'plan')})",
-        )
+        ]
+        if causes:
+            cells.append(Text(", ".join(group.causes) or "-"))
+        table.add_row(*cells)
     return table
 
 
