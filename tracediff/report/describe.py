@@ -305,3 +305,12 @@ def full_text(value: Any) -> str:
     if value is None:
         return "—"
     return repr(value) if isinstance(value, float) else _compact(value)
+
+
+def changes_headline_first(d: Divergence) -> list[FieldChange]:
+    """The changes with the headline (the field the kind and signature name) first: in a
+    decision, the floats and bookkeeping listed before it in the record would hide it."""
+    head = d.headline
+    if head is None:
+        return list(d.changes)
+    return [head, *(c for c in d.changes if c is not head)]

@@ -173,7 +173,7 @@ def _section(d: Divergence, title: str) -> str:
             f"<tr><th>field</th><th>A: {_e(a)}</th><th>B: {_e(b)}</th><th>ULPs</th>"
             "<th>rel. error</th></tr>"
         )
-        for change in d.changes:
+        for change in describe.changes_headline_first(d):
             shown_a, shown_b = _marked_pair(change.a, change.b, 120)
             out.append(
                 f'<tr><td class="mono">{_e(change.location)}</td>'

@@ -111,7 +111,7 @@ def _details(d: Divergence) -> list[str]:
     ]
     if d.changes:
         lines += ["| field | A | B | ULPs | rel. error |", "|---|---|---|---:|---:|"]
-        for change in d.changes[:MAX_CHANGES]:
+        for change in describe.changes_headline_first(d)[:MAX_CHANGES]:
             shown_a, shown_b = describe.short_pair(change.a, change.b)
             lines.append(
                 f"| {_code(change.location)} | {_cell(shown_a)} | {_cell(shown_b)} | "

@@ -185,7 +185,7 @@ def _changes_table(d: Divergence) -> Table:
     table.add_column(f"B: {b}", overflow="fold")
     table.add_column("ULPs", justify="right")
     table.add_column("rel. error", justify="right")
-    for change in d.changes[:MAX_CHANGES_SHOWN]:
+    for change in describe.changes_headline_first(d)[:MAX_CHANGES_SHOWN]:
         shown_a, shown_b = describe.short_pair(change.a, change.b)
         table.add_row(
             change.location,
