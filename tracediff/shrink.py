@@ -379,13 +379,16 @@ class Shrinker:
         passes: list[tuple[str, Callable[[], None]]] = [
             ("keep earliest requests", self.keep_earliest),
             ("delete requests", self.delete_requests),
-            ("merge requests", self.merge_requests),
-            ("small generated scenarios", self.try_small_generated),
-            ("re-time requests", self.retime_requests),
+            ("merge requests", self.merge_while_many),
             ("switch features off", self.switch_features_off),
             ("simplify scheduler", self.simplify_params),
             ("halve numbers", self.halve_numbers),
             ("minimise numbers", self.minimize_numbers),
+            # after the numbers: each candidate is then cheap (few plans), and a merge is
+            # followed by the whole round of passes again
+            ("merge requests", self.merge_requests),
+            ("re-time requests", self.retime_requests),
+            ("small generated scenarios", self.try_small_generated),
             ("round floats", self.round_floats),
             ("canonical ids", self.canonical_ids),
         ]
@@ -525,6 +528,12 @@ class Shrinker:
             if scaled < params.verify_budget:
                 budget = dataclasses.replace(params, verify_budget=scaled)
                 self.consider(dataclasses.replace(small, params=budget))
+
+    def merge_while_many(self) -> None:
+        """Merging early, while more than SMALL_REQUESTS remain: the repro size matters
+        most; below it, merging waits until the numbers are small and runs are cheap."""
+        if len(self.best.requests) > SMALL_REQUESTS:
+            self.merge_requests()
 
     def merge_requests(self) -> None:
         """Two neighbours (by arrival) into one: the earlier takes both budgets. One request
