@@ -11,10 +11,13 @@ a second, deterministic pass over the same records:
 2. At the first differing record, diff the two decoded records field by field
    (:mod:`tracediff.compare.fields`), classify the divergence and name its headline field.
 3. Follow each side a few plans further, so the timeline shows how they drift apart.
+4. Drive both once more comparing their ``state()`` after every event before the
+   differing record (:mod:`tracediff.compare.state`): where the cause already showed.
 
 Failures are explained from the :class:`~tracediff.runner.ScenarioResult`: an error keeps the
-runner's traceback and is re-run to find the record it happened at and the context; a
-timeout is not re-run (it would hang again).
+runner's traceback and is re-run to find the record it happened at, the driver call it
+raised in (its signature) and the context; a timeout is not re-run (it would hang again).
+A divergence followed by a failure is a divergence: the failure is context (``later``).
 
 Re-runs happen on the run's executor, under the run's isolation, time and memory limits,
 never in the tracediff process itself: an implementation that exits, kills its process or
