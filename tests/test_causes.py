@@ -112,7 +112,12 @@ def test_raised_in_reads_the_driver_call_from_the_traceback() -> None:
         (f"{KINDS}:ClampScheduler", 0, VALUE, "plan: credit_after"),
         (f"{KINDS}:TypeScheduler", 0, TYPE, "plan: credit_before"),
         (f"{KINDS}:DominatorScheduler", 0, BOOKKEEPING, "plan: pruned[*].by"),
-        ("tests.impls.slot_tiebreak:SlotTieBreakScheduler", 17, DECISION, "plan: probe"),
+        (
+            "tests.impls.slot_tiebreak:SlotTieBreakScheduler",
+            17,
+            DECISION,
+            "plan: round.lanes[*].prefix",
+        ),
         (STALE, 37, DECISION, "plan: round.lanes[*].prefix"),
     ],
 )
@@ -170,7 +175,7 @@ def test_the_state_diff_names_the_cause_plans_before_the_record() -> None:
 
 
 def test_signatures_of_one_cause_name_it() -> None:
-    found = [_explain(STALE, seed) for seed in (37, 81, 83)]
+    found = [_explain(STALE, seed) for seed in (37, 75, 77)]
     groups = group_signatures(found)
     assert len(groups) > 1  # the symptom differs: which part of the round
     assert {g.causes for g in groups} == {("requests[*].pending_advance",)}
@@ -305,7 +310,13 @@ def test_rounds_table_never_says_same_for_rounds_that_differ() -> None:
 def test_html_marks_the_differing_part_and_explains_bar_labels() -> None:
     d = _explain("tests.impls.summation:ReversedSumScheduler", 12)
     page = html.render(_report(d))
-    assert "6.470016<mark>000000001</mark>" in page
+    head = d.headline
+    assert head is not None
+    a, b = repr(head.a), repr(head.b)  # two floats a few ULPs apart: a long common prefix
+    same = next(i for i, (x, y) in enumerate(zip(a + " ", b + " ", strict=False)) if x != y)
+    assert same >= 8
+    assert f"{a[:same]}<mark>{a[same:]}</mark>" in page
+    assert f"{b[:same]}<mark>{b[same:]}</mark>" in page
     assert "1×7" in page and "1q8" in page
 
 

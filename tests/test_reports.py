@@ -197,7 +197,7 @@ def test_junit_reads_back_one_case_per_scenario(report: DiffReport, tmp_path: Pa
 def test_markdown_summary(report: DiffReport) -> None:
     text = markdown.render(report)
     assert text.startswith("## tracediff: ❌ 4 findings (reference vs broken)")
-    assert "| decision | `plan: pruned[*]` | 2 | quick:1 (1 request, 12 plans) |" in text
+    assert "| bookkeeping | `plan: pruned[*]` | 2 | quick:1 (1 request, 12 plans) |" in text
     assert "<details><summary><b>rounding · plan: candidates[*].expected</b>" in text
     assert "| golden | not configured |" in text
     assert len(text.encode()) < 1024 * 1024
