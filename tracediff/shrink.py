@@ -379,6 +379,7 @@ class Shrinker:
         passes: list[tuple[str, Callable[[], None]]] = [
             ("keep earliest requests", self.keep_earliest),
             ("delete requests", self.delete_requests),
+            ("small generated scenarios", self.try_small_generated),
             ("merge requests", self.merge_while_many),
             ("switch features off", self.switch_features_off),
             ("simplify scheduler", self.simplify_params),
@@ -388,7 +389,6 @@ class Shrinker:
             # followed by the whole round of passes again
             ("merge requests", self.merge_requests),
             ("re-time requests", self.retime_requests),
-            ("small generated scenarios", self.try_small_generated),
             ("round floats", self.round_floats),
             ("canonical ids", self.canonical_ids),
         ]
