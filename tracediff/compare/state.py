@@ -22,6 +22,7 @@ from typing import Any
 
 from tracediff.compare.model import StateDiff
 from tracediff.engine.driver import drive
+from tracediff.runner import private_copy
 from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.trace import encode
 
@@ -91,12 +92,14 @@ def first_state_difference(
     drivers: list[Iterator[dict[str, Any]]] = []
     try:
         for factory in factories:
-            inner = factory(scenario)
+            # private copies, as the runner makes: an implementation cannot change what the
+            # driver or the other implementation reads
+            inner = factory(private_copy(scenario))
             if not callable(getattr(inner, "state", None)):
                 return f"{type(inner).__name__} has no state() method"
             watcher = _Observed(inner)
             observed.append(watcher)
-            drivers.append(drive(scenario, watcher))
+            drivers.append(drive(private_copy(scenario), watcher))
     except Exception as exc:  # noqa: BLE001 - an implementation failing ends the comparison
         return f"could not start the implementations: {type(exc).__name__}: {exc}"
     compared = 0
