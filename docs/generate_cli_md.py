@@ -34,7 +34,15 @@ def render() -> str:
                 )
                 walk(sub, child, [*path, name])
 
-    root = click.Context(main, info_name="tracediff", terminal_width=WIDTH, max_content_width=WIDTH)
+    # main's context_settings (``-h`` for help) as a real invocation applies them: click
+    # caches a command's help option, so the text must not depend on what ran before.
+    root = click.Context(
+        main,
+        info_name="tracediff",
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+        **main.context_settings,
+    )
     walk(main, root, ["tracediff"])
     return "\n".join(out)
 
