@@ -35,6 +35,7 @@ from tracediff.errors import SchedulerFault, UsageError
 from tracediff.live import LiveUnavailable, require_torch
 from tracediff.live.executor import RAGGED_ROW, RECT, RoundExecutor
 from tracediff.live.model import AttentionGroup, Packed, Tensor, TinyTransformer
+from tracediff.live.workload import round_shapes
 
 torch = require_torch()
 
@@ -208,7 +209,10 @@ class _Captured:
 
 
 class GraphPool:
-    """Captured verify forwards by shape ``(kind, b_pad, width)``; eager for the rest."""
+    """Captured verify forwards by shape ``(kind, b_pad, width)``; eager for the rest.
+
+    Off CUDA (tests) a shape is "captured" as a :class:`_StaticForward`.
+    """
 
     def __init__(self, model: TinyTransformer, eager: set[tuple[int, int, int]]) -> None:
         self.model = model
@@ -253,10 +257,13 @@ class GraphPool:
             slots=torch.full((count,), scratch, dtype=torch.long, device=device),
             positions=torch.arange(count, device=device),
             groups=(AttentionGroup(index, torch.full((b_pad,), scratch, device=device)),),
-            inverse=torch.arange(count, device=device),
+            inverse=torch.arange(count, device=device).clamp(max=b_pad * row),
             key_limit=executor.capacity,
         )
         layers = self.model.config.layers
+        if device.type != "cuda":
+            stand_in = _StaticForward(self.model, executor.cache, inputs)
+            return _Captured(stand_in, inputs, stand_in.hidden)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -269,19 +276,23 @@ class GraphPool:
         return _Captured(graph, inputs, hidden)
 
 
+class _StaticForward:
+    """A CUDA graph's stand-in off CUDA: the same static buffers and fixed key window,
+    replayed eagerly, so the CPU tests exercise the graph path's data flow."""
+
+    def __init__(self, model: TinyTransformer, cache: Any, inputs: Packed) -> None:
+        self.model = model
+        self.cache = cache
+        self.inputs = inputs
+        self.hidden = model.forward(cache, inputs, model.config.layers)
+
+    def replay(self) -> None:
+        self.hidden.copy_(self.model.forward(self.cache, self.inputs, self.model.config.layers))
+
+
 def graph_shapes(params: Any) -> list[tuple[int, int, int]]:
-    """Every round shape a scheduler can choose for these parameters (lanes only)."""
-    buckets = [
-        b for b in params.batch_buckets if b <= _bucket(params.batch_buckets, params.max_lanes)
-    ]
-    shapes = [(RECT, b, w) for b in buckets for w in range(RAGGED_ROW)]
-    if params.ragged:
-        shapes += [(1, b, t) for b in buckets for t in params.token_buckets if t >= b]
-    return shapes
-
-
-def _bucket(buckets: tuple[int, ...], size: int) -> int:
-    return next((b for b in buckets if b >= size), buckets[-1])
+    """Every lane-carrying round shape these parameters allow (the ones worth capturing)."""
+    return [s for s in round_shapes(params) if s[0] == RECT or params.ragged]
 
 
 def check_round(plan: int, round_row: Any, verify_budget: int) -> None:

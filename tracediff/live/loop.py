@@ -14,11 +14,15 @@ The clock is integer microseconds since the loop started, from ``perf_counter_ns
 goes backwards, so the recorded ``now`` values are monotone. Everything the scheduler is
 told is recorded with exactly the ``now`` it was told, which is all replay needs.
 
-Recording. Each record is encoded and written on this thread, synchronously (``record``, the
-sink, is timed): msgpack encodes a plan record in tens of microseconds, and with rounds queued
-the device is busy meanwhile, so recording costs loop time but not device time. The summary
-reports the sink's total and per-record cost, and the loop's own time (everything but
-``plan``/``complete``/``arrive`` and blocking), so that claim is measured on every run.
+Recording. Each record is encoded and written on this thread as soon as it exists (``record``,
+the sink), because an implementation may reuse the lists it returned once ``plan`` is called
+again; encoding later could record what they became, not what was decided. Encoding a plan
+record takes tens of microseconds of CPU and with rounds queued the device works meanwhile,
+so recording costs loop time, not device time. That is measured on every run, not assumed:
+the summary reports the sink's wall and CPU time per record (on the CPU the device is a
+thread of this process, so wall time includes waits for the GIL while the device runs
+Python), the loop's own time (everything but ``plan``/``complete``/``arrive`` and blocking),
+and the device's busy share, which is what a stalled loop would lower.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ class LoopStats:
     ended_ns: int = 0
     plan_us: list[int] = field(default_factory=list)
     events_us: int = 0  # in complete() and arrive()
-    record_us: int = 0  # in the sink: encoding and writing records
+    record_us: int = 0  # in the sink: encoding and writing records (wall time)
+    record_cpu_us: int = 0  # the same, as this thread's CPU time (without GIL waits)
     records: int = 0
     waiting_us: int = 0  # blocked, waiting for the device or an arrival
     completed: list[Completed] = field(default_factory=list)
@@ -86,7 +91,9 @@ def serve(
 
     def emit(item: dict[str, Any]) -> None:
         began = time.perf_counter_ns()
+        began_cpu = time.thread_time_ns()
         record(item)
+        stats.record_cpu_us += (time.thread_time_ns() - began_cpu) // 1000
         stats.record_us += (time.perf_counter_ns() - began) // 1000
         stats.records += 1
 

@@ -119,6 +119,7 @@ def run_live(
         wall_us=stats.wall_us,
         harness_us=stats.harness_us,
         record_us=stats.record_us,
+        record_cpu_us=stats.record_cpu_us,
         records=stats.records,
     )
     return LiveResult(path, summary, generated, settings, greedy)

@@ -56,6 +56,7 @@ class LiveSummary:
     plan_max_us: int
     harness_us: int
     record_us: int
+    record_cpu_us: int
     records: int
     busy_share: float | None
     window_us: int
@@ -73,6 +74,10 @@ class LiveSummary:
     @property
     def record_per_record_us(self) -> float:
         return self.record_us / self.records if self.records else 0.0
+
+    @property
+    def record_cpu_per_record_us(self) -> float:
+        return self.record_cpu_us / self.records if self.records else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +98,8 @@ class LiveSummary:
             "record_us": self.record_us,
             "records": self.records,
             "record_per_record_us": self.record_per_record_us,
+            "record_cpu_us": self.record_cpu_us,
+            "record_cpu_per_record_us": self.record_cpu_per_record_us,
             "busy_share": self.busy_share,
             "window_us": self.window_us,
             "window_rounds": self.window_rounds,
@@ -141,6 +148,7 @@ def summarize(
     wall_us: int,
     harness_us: int,
     record_us: int,
+    record_cpu_us: int,
     records: int,
 ) -> LiveSummary:
     share, window_us, window_rounds = busy_share(rounds)
@@ -155,6 +163,7 @@ def summarize(
         plan_max_us=max(plan_us, default=0),
         harness_us=harness_us,
         record_us=record_us,
+        record_cpu_us=record_cpu_us,
         records=records,
         busy_share=share,
         window_us=window_us,

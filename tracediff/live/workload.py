@@ -14,18 +14,14 @@ generated occurrence of its stop byte, checked on the host after each round, so 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tracediff.scenario import rng
-from tracediff.scenario.model import (
-    ALLOCATIONS,
-    MAX_DRAFT,
-    RequestSpec,
-    Scenario,
-    SchedulerParams,
-)
+from tracediff.scenario.model import MAX_DRAFT, RequestSpec, Scenario, SchedulerParams
 
 PROFILE = "live"
+RECT, RAGGED = 0, 1
 STOP_BYTES = b"aeiou"  # common in the model's text, so stops land in some requests
 
 
@@ -44,6 +40,7 @@ class WorkloadOptions:
     grammar_share: float = 0.15
     host_stop_share: float = 0.15
     fixed_share: float = 0.1
+    eager_share: float = 0.25  # mixed graphs: the share of shapes that are not captured
 
 
 @dataclass(frozen=True)
@@ -116,17 +113,31 @@ def build(options: WorkloadOptions) -> Workload:
         prompts.append(prompt)
         stop = STOP_BYTES[rng.randint(seed, "stop", 0, len(STOP_BYTES) - 1, request)]
         stops.append(stop if host_stop else -1)
-    lanes = max(1, options.requests)
     params = SchedulerParams(
         allocation=options.allocation,
         ragged=options.ragged,
         queue_depth=options.queue_depth,
-        max_lanes=min(64, lanes),
+        max_lanes=min(64, max(1, options.requests)),
         prefill_chunk=64,
     )
+    if options.ragged:
+        # Mixed graphs: some shapes are not captured and run eagerly (on CUDA), as in the
+        # generator's mixed-graphs scenarios; the scheduler's prior charges them a penalty.
+        eager = [
+            (kind, b_pad, width)
+            for kind, b_pad, width in round_shapes(params)
+            if rng.chance(seed, "eager", options.eager_share, kind, b_pad, width)
+        ]
+        params = dataclasses.replace(params, eager_shapes=tuple(eager))
     scenario = Scenario(profile=PROFILE, seed=seed, params=params, requests=tuple(requests))
     scenario.validate()
     return Workload(scenario=scenario, prompts=tuple(prompts), stops=tuple(stops))
 
 
-__all__ = ["ALLOCATIONS", "PROFILE", "Workload", "WorkloadOptions", "build", "make_prompt"]
+def round_shapes(params: SchedulerParams) -> list[tuple[int, int, int]]:
+    """Every lane-carrying shape (kind, b_pad, W or Q_pad) rounds can take under ``params``."""
+    top = next((b for b in params.batch_buckets if b >= params.max_lanes), params.max_lanes)
+    buckets = [b for b in params.batch_buckets if b <= top]
+    shapes = [(RECT, b, w) for b in buckets for w in range(MAX_DRAFT + 1)]
+    shapes += [(RAGGED, b, t) for b in buckets for t in params.token_buckets if t >= b]
+    return shapes
