@@ -59,6 +59,7 @@ from tracediff.impls import parse_impl
     type=click.Choice(["float32", "float64"]),
     default="float32",
     show_default=True,
+    help="float64 makes plain-greedy equality exact (see docs/live.md).",
 )
 @click.option(
     "--model-seed", type=int, default=0, show_default=True, help="Seed of the model's weights."
