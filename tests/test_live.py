@@ -178,25 +178,31 @@ def test_speculative_decoding_equals_plain_greedy_whatever_is_planned(
             ModelConfig(seed=3), device=torch.device("cpu"), dtype=torch.float64
         )
         pool = GraphPool(model, eager={(0, 2, 3), (1, 4, 16)}) if graphs else None
-        executor = RoundExecutor(model, workload, confidence=0.5, graphs=pool)
+        executor = RoundExecutor(model, workload, confidence=0.7, graphs=pool)
         if pool is not None:
             params = dataclasses.replace(workload.scenario.params, ragged=True)
             assert pool.capture_all(executor, graph_shapes(params)) > 40
         rng = random.Random(5)
-        replayed = 0
+        replayed = truncated = 0
         plan = 0
         verified = accepted = 0
         while not all(s.finished for s in executor.streams.values()):
             plan += 1
-            outcome = executor.execute(plan, _random_round(rng, executor, graphs))
+            round_row = _random_round(rng, executor, graphs)
+            outcome = executor.execute(plan, round_row)
             replayed += outcome.graph
-            for _request, v, a, tokens, _finished, _offer in outcome.lanes:
-                assert 0 <= a <= v <= 7 and 0 <= tokens <= 1 + a
+            for lane, result in zip(round_row[6], outcome.lanes, strict=True):
+                request, v, a, tokens, _finished, _offer = result
+                assert request == lane[0] and 0 <= a <= v <= lane[2] and 0 <= tokens <= 1 + a
                 verified += v
                 accepted += a
+                stream = executor.streams[request]
+                if lane[3] == 1 and stream.proposer == "mtp" and tokens and v < lane[2]:
+                    truncated += 1  # the device verified fewer drafts than its ceiling
             assert plan < 2000
         assert accepted > 0 and accepted < verified  # drafts were both kept and rejected
         assert (replayed > 10) == graphs
+        assert truncated > 0
         kinds = {(s.proposer, s.grammar, s.stop >= 0) for s in executor.streams.values()}
         assert len(kinds) >= 3  # several kinds of lane took part
         for spec in workload.scenario.requests:
@@ -285,3 +291,21 @@ def test_a_live_trace_replays_with_identical_decisions(
         replayed = replay(str(path), parse_impl(name))
         assert replayed.status == MATCH, replayed.to_dict()
         assert replayed.plans == summary["plans"]
+
+
+@pytest.mark.parametrize(
+    ("impl", "seed", "says"),
+    [
+        ("tests.impls.raises:RaisingScheduler", 0, "deliberate failure at plan 5"),
+        ("tests.impls.malformed:BadRoundScheduler", 3, "plan 2: malformed round"),
+    ],
+)
+def test_a_failing_implementation_is_a_finding(
+    torch: Any, tmp_path: Path, impl: str, seed: int, says: str
+) -> None:
+    path = tmp_path / "live.trace"
+    args = ["live", "--requests", "3", "--seed", str(seed), "--impl", impl, "-o", str(path)]
+    result = CliRunner().invoke(main, [*args, "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert says in result.output and len(result.output.strip().splitlines()) == 1
+    assert not path.exists()  # the trace is written atomically, only by a run that finished

@@ -67,7 +67,7 @@ from tracediff.impls import parse_impl
 @click.option(
     "--confidence",
     type=click.FloatRange(0.0, 1.0),
-    default=0.5,
+    default=0.7,
     show_default=True,
     help="Device lanes stop drafting below this draft probability.",
 )

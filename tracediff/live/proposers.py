@@ -35,12 +35,3 @@ def copy_proposals(context: list[int], *, grammar: bool) -> list[int]:
                 return proposal
     return []
 
-
-def confident_prefix(confidences: list[float], threshold: float) -> int:
-    """How many leading drafts a device lane verifies: those at or above ``threshold``."""
-    count = 0
-    for confidence in confidences:
-        if confidence < threshold:
-            break
-        count += 1
-    return count

@@ -41,7 +41,7 @@ class LiveOptions:
     workload: WorkloadOptions = field(default_factory=WorkloadOptions)
     model: ModelConfig = field(default_factory=ModelConfig)
     device: DeviceOptions = field(default_factory=DeviceOptions)
-    confidence: float = 0.5  # a device lane stops drafting below this draft probability
+    confidence: float = 0.7  # a device lane stops drafting below this draft probability
     check_greedy: bool = False  # decode every request plainly afterwards and compare
 
 
