@@ -48,6 +48,9 @@ DEVICE = 1
 RAGGED_ROW = 1 + MAX_DRAFT  # a ragged round's attention rows hold at most this many tokens
 SCRATCH_SPAN = 64 * RAGGED_ROW  # the most padding tokens a round can hold (64 lanes x 8)
 
+# Rows of flat token indices (equal lengths) and the cache slot each row reads.
+Group = tuple[list[list[int]], list[int]]
+
 
 @dataclass
 class Stream:
@@ -183,8 +186,8 @@ class RoundExecutor:
             positions = [lane.stream.pending_position + len(lane.drafts) for lane in drafting]
             slots = [lane.stream.slot for lane in drafting]
             count = len(drafting)
-            index = torch.arange(count, device=self.model.device).view(count, 1)
-            packed = self._packed(tokens, slots, positions, [(index, slots)], count, max(positions))
+            rows = [[lane] for lane in range(count)]
+            packed = self._packed(tokens, slots, positions, [(rows, slots)], max(positions))
             hidden = self.model.forward(self.cache, packed, self.model.config.draft_layers)
             logits = self._masked(self.model.logits(hidden), drafting, tokens)
             probabilities = torch.softmax(logits, dim=-1)
@@ -277,12 +280,10 @@ class RoundExecutor:
                 row_slots.append(self.scratch)
                 if lane is not None:
                     lane_tokens.append([])
-        count = len(tokens)
-        device = self.model.device
-        groups = []
+        groups: list[Group] = []
         if b_pad:
-            index = torch.arange(count, device=device).view(b_pad, row_size)
-            groups.append((index, row_slots))
+            grid = [list(range(row * row_size, (row + 1) * row_size)) for row in range(b_pad)]
+            groups.append((grid, row_slots))
         return self._with_prefill(tokens, slots, positions, groups, prefill), lane_tokens
 
     def _pack_ragged(
@@ -325,12 +326,11 @@ class RoundExecutor:
         while len(rows) < b_pad:
             rows.append([])
             row_slots.append(self.scratch)
-        groups = []
+        groups: list[Group] = []
         if b_pad:
             empty = len(tokens) + (len(prefill[2]) if prefill else 0)  # one past the end
-            index_rows = [row + [empty] * (RAGGED_ROW - len(row)) for row in rows]
-            index = torch.tensor(index_rows, device=self.model.device)
-            groups.append((index, row_slots))
+            padded = [row + [empty] * (RAGGED_ROW - len(row)) for row in rows]
+            groups.append((padded, row_slots))
         return self._with_prefill(tokens, slots, positions, groups, prefill), lane_tokens
 
     def _with_prefill(
@@ -338,7 +338,7 @@ class RoundExecutor:
         tokens: list[int],
         slots: list[int],
         positions: list[int],
-        groups: list[tuple[Tensor, list[int]]],
+        groups: list[Group],
         prefill: tuple[Stream, int, list[int]] | None,
     ) -> Packed:
         if prefill is not None and prefill[2]:
@@ -347,37 +347,38 @@ class RoundExecutor:
             tokens = tokens + chunk
             slots = slots + [stream.slot] * len(chunk)
             positions = positions + [start + j for j in range(len(chunk))]
-            index = torch.arange(first, first + len(chunk), device=self.model.device)
-            groups = [*groups, (index.view(1, -1), [stream.slot])]
-        limit = max(positions, default=0)
-        return self._packed(tokens, slots, positions, groups, len(tokens), limit)
+            groups = [*groups, ([list(range(first, first + len(chunk)))], [stream.slot])]
+        return self._packed(tokens, slots, positions, groups, max(positions, default=0))
 
     def _packed(
         self,
         tokens: list[int],
         slots: list[int],
         positions: list[int],
-        groups: list[tuple[Tensor, list[int]]],
-        count: int,
+        groups: list[Group],
         last_position: int,
     ) -> Packed:
         """Tensors for a forward; ``inverse`` maps each token to its row place (or zeros)."""
         device = self.model.device
+        count = len(tokens)
         inverse = [-1] * count
         offset = 0
-        for index, _slots in groups:
-            for place, token in enumerate(index.flatten().tolist()):
+        for rows, _slots in groups:
+            for place, token in enumerate(token for row in rows for token in row):
                 if token < count:
                     inverse[token] = offset + place
-            offset += index.numel()
+            offset += sum(len(row) for row in rows)
         inverse = [offset if place < 0 else place for place in inverse]
         return Packed(
             tokens=torch.tensor(tokens, dtype=torch.long, device=device),
             slots=torch.tensor(slots, dtype=torch.long, device=device),
             positions=torch.tensor(positions, dtype=torch.long, device=device),
             groups=tuple(
-                AttentionGroup(index, torch.tensor(row_slots, dtype=torch.long, device=device))
-                for index, row_slots in groups
+                AttentionGroup(
+                    torch.tensor(rows, dtype=torch.long, device=device),
+                    torch.tensor(row_slots, dtype=torch.long, device=device),
+                )
+                for rows, row_slots in groups
             ),
             inverse=torch.tensor(inverse, dtype=torch.long, device=device),
             key_limit=last_position + 1,

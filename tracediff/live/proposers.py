@@ -34,4 +34,3 @@ def copy_proposals(context: list[int], *, grammar: bool) -> list[int]:
                     proposal = G.conforming_prefix(context[-1], proposal)
                 return proposal
     return []
-
