@@ -218,12 +218,25 @@ class GraphPool:
         self.model = model
         self.eager = eager
         self.graphs: dict[tuple[int, int, int], _Captured] = {}
+        self.failed = 0  # shapes whose capture failed (they run eagerly)
+        self.failure = ""
 
     def capture_all(self, executor: RoundExecutor, shapes: list[tuple[int, int, int]]) -> int:
-        """Capture every shape that is not eager (at start-up, before the clock starts)."""
+        """Capture every shape that is not eager (at start-up, before the clock starts).
+
+        A shape whose capture fails runs eagerly instead, and the first failure is kept in
+        ``failure`` (recorded in the trace header): fall back, and say why.
+        """
         for shape in shapes:
-            if shape not in self.eager and shape not in self.graphs:
+            if shape in self.eager or shape in self.graphs:
+                continue
+            try:
                 self.graphs[shape] = self._capture(executor, shape)
+            except RuntimeError as exc:
+                self.failed += 1
+                self.failure = self.failure or f"shape {shape}: {' '.join(str(exc).split())}"
+                if self.model.device.type == "cuda":
+                    torch.cuda.synchronize()
         return len(self.graphs)
 
     def run(
@@ -308,13 +321,16 @@ def check_round(plan: int, round_row: Any, verify_budget: int) -> None:
 
 def build_engine(
     model: TinyTransformer, executor: RoundExecutor, params: Any
-) -> tuple[LiveEngine, int]:
+) -> tuple[LiveEngine, dict[str, Any]]:
     """The engine for ``executor``; on CUDA with graphs, captures them first.
 
-    Returns the engine and the number of captured graphs.
+    Returns the engine and what capture did (for the trace header).
     """
     cuda = model.device.type == "cuda"
-    captured = 0
-    if cuda and executor.graphs is not None:
-        captured = executor.graphs.capture_all(executor, graph_shapes(params))
-    return LiveEngine(executor, cuda=cuda), captured
+    graphs: dict[str, Any] = {"captured_graphs": 0}
+    pool = executor.graphs
+    if cuda and pool is not None:
+        graphs["captured_graphs"] = pool.capture_all(executor, graph_shapes(params))
+        graphs["failed_captures"] = pool.failed
+        graphs["capture_failure"] = pool.failure
+    return LiveEngine(executor, cuda=cuda), graphs

@@ -78,8 +78,8 @@ def run_live(
             graphs = GraphPool(model, eager={(k, b, w) for k, b, w in scenario.params.eager_shapes})
         executor = RoundExecutor(model, workload, confidence=options.confidence, graphs=graphs)
         _warm_up(model)
-        engine, captured = build_engine(model, executor, scenario.params)
-        settings = {**settings, "captured_graphs": captured}
+        engine, capture = build_engine(model, executor, scenario.params)
+        settings = {**settings, **capture}
         try:
             scheduler = _guarded(load(spec)(scenario), spec.name)
             header = header_record(scenario)

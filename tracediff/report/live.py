@@ -48,11 +48,18 @@ def live_table(summary: LiveSummary, *, title: str, settings: dict[str, Any], tr
         f"{summary.window_us / 1000:,.1f} ms)",
     )
     graphs = settings.get("captured_graphs", 0)
+    execution = (
+        f"{summary.graph_rounds} rounds replayed {graphs} CUDA graphs" if graphs else "eager"
+    )
+    if settings.get("failed_captures"):
+        execution += (
+            f"; {settings['failed_captures']} shapes failed to capture and ran eagerly "
+            f"({settings.get('capture_failure')})"
+        )
     table.add_row(
         "device",
         f"{settings.get('device_name', settings.get('device'))} {settings.get('dtype')}, "
-        f"torch {settings.get('torch')}, "
-        + (f"{summary.graph_rounds} rounds replayed {graphs} CUDA graphs" if graphs else "eager"),
+        f"torch {settings.get('torch')}, {execution}",
     )
     table.add_row("trace", trace)
     return table
