@@ -72,6 +72,12 @@ from tracediff.impls import parse_impl
     help="Device lanes stop drafting below this draft probability.",
 )
 @click.option(
+    "--graphs/--no-graphs",
+    default=True,
+    show_default=True,
+    help="On CUDA, capture CUDA graphs for the shapes not marked eager (else all eager).",
+)
+@click.option(
     "--check-greedy",
     is_flag=True,
     help="Afterwards decode every request plainly (one token per forward) and require the "
@@ -91,6 +97,7 @@ def live(
     dtype: str,
     model_seed: int,
     confidence: float,
+    graphs: bool,
     check_greedy: bool,
     no_progress: bool,
     as_json: bool,
@@ -126,7 +133,7 @@ def live(
             queue_depth=queue_depth,
         ),
         model=ModelConfig(seed=model_seed),
-        device=DeviceOptions(device=device, dtype=dtype),
+        device=DeviceOptions(device=device, dtype=dtype, graphs=graphs),
         confidence=confidence,
         check_greedy=check_greedy,
     )
