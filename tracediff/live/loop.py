@@ -14,11 +14,13 @@ The clock is integer microseconds since the loop started, from ``perf_counter_ns
 goes backwards, so the recorded ``now`` values are monotone. Everything the scheduler is
 told is recorded with exactly the ``now`` it was told, which is all replay needs.
 
-Recording. Each record is encoded and written on this thread as soon as it exists (``record``,
-the sink), because an implementation may reuse the lists it returned once ``plan`` is called
-again; encoding later could record what they became, not what was decided. Encoding a plan
-record takes tens of microseconds of CPU and with rounds queued the device works meanwhile,
-so recording costs loop time, not device time. That is measured on every run, not assumed:
+Recording. Each record is encoded and written on this thread (``record``, the sink) before the
+next scheduler call, because an implementation may reuse the lists it returned once it is
+called again; encoding later could record what they became, not what was decided. A plan is
+recorded just after its round is submitted, so the device has the round while the plan is
+encoded; a completion is recorded before ``complete`` sees it, as the simulator's driver
+does. Encoding a record takes tens of microseconds of CPU and with rounds queued the device
+works meanwhile, so recording costs loop time rather than device time. That is measured on every run, not assumed:
 the summary reports the sink's wall and CPU time per record (on the CPU the device is a
 thread of this process, so wall time includes waits for the GIL while the device runs
 Python), the loop's own time (everything but ``plan``/``complete``/``arrive`` and blocking),
@@ -133,11 +135,14 @@ def serve(
             stats.plan_us.append((time.perf_counter_ns() - began) // 1000)
             plans += 1
             _check_plan(plan, plans)
-            emit(plan)
             if plan["round"] is None:
+                emit(plan)
                 break
             check_round(plan["plan"], plan["round"], budget)
+            # Submit first, record after: the device has the round while the plan is encoded
+            # (still before the next scheduler call, so the record is what was decided).
             engine.submit(plan["plan"], plan["round"])
+            emit(plan)
         if engine.busy == 0 and next_arrival >= len(arrivals):
             missing = [r.id for r in scenario.requests if r.id not in retired]
             if missing:
