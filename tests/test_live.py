@@ -309,3 +309,14 @@ def test_a_failing_implementation_is_a_finding(
     assert result.exit_code == 1, result.output
     assert says in result.output and len(result.output.strip().splitlines()) == 1
     assert not path.exists()  # the trace is written atomically, only by a run that finished
+
+
+def test_cuda_without_a_gpu_is_one_line_and_exit_2(torch: Any, tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    result = CliRunner().invoke(main, ["live", "--device", "cuda", "-o", str(tmp_path / "t")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"tracediff: error: --device cuda: torch sees no CUDA device (this torch is "
+        f"{torch.__version__}); use --device cpu"
+    ]
