@@ -17,13 +17,9 @@ from __future__ import annotations
 import warnings
 from types import ModuleType
 
-from tracediff.errors import TracediffError
+from tracediff.errors import LiveUnavailable
 
 EXTRA = "pip install 'tracediff[live]'"
-
-
-class LiveUnavailable(TracediffError):
-    """torch (the ``live`` extra) is not installed, or the device asked for is absent."""
 
 
 def require_torch() -> ModuleType:

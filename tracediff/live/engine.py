@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.errors import SchedulerFault, UsageError
-from tracediff.live import LiveUnavailable, require_torch
+from tracediff.errors import LiveUnavailable, SchedulerFault, UsageError
+from tracediff.live import require_torch
 from tracediff.live.executor import RAGGED_ROW, RECT, RoundExecutor
 from tracediff.live.model import AttentionGroup, Packed, Tensor, TinyTransformer
 from tracediff.live.workload import round_shapes

@@ -20,11 +20,11 @@ called again; encoding later could record what they became, not what was decided
 recorded just after its round is submitted, so the device has the round while the plan is
 encoded; a completion is recorded before ``complete`` sees it, as the simulator's driver
 does. Encoding a record takes tens of microseconds of CPU and with rounds queued the device
-works meanwhile, so recording costs loop time rather than device time. That is measured on every run, not assumed:
-the summary reports the sink's wall and CPU time per record (on the CPU the device is a
-thread of this process, so wall time includes waits for the GIL while the device runs
-Python), the loop's own time (everything but ``plan``/``complete``/``arrive`` and blocking),
-and the device's busy share, which is what a stalled loop would lower.
+works meanwhile, so recording costs loop time rather than device time. That is measured on
+every run, not assumed: the summary reports the sink's wall and CPU time per record (on the
+CPU the device is a thread of this process, so wall time includes waits for the GIL while
+the device runs Python), the loop's own time (everything but ``plan``/``complete``/``arrive``
+and blocking), and the device's busy share, which is what a stalled loop would lower.
 """
 
 from __future__ import annotations
