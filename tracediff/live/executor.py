@@ -138,6 +138,7 @@ class RoundExecutor:
     def execute(self, plan: int, round_row: list[Any]) -> RoundOutcome:
         kind, b_pad, width = round_row[1], round_row[2], round_row[3]
         prefill_request, prefill_tokens, lane_rows = round_row[4], round_row[5], round_row[6]
+        self._check_shape(plan, kind, b_pad, width, lane_rows)
         work = [self._lane(plan, row) for row in lane_rows]
         drafted = self._draft(work)
         prefill = self._prefill_chunk(plan, prefill_request, prefill_tokens)
@@ -156,10 +157,28 @@ class RoundExecutor:
         verified_tokens = sum(len(t) for t in lane_tokens) + (len(prefill[2]) if prefill else 0)
         return RoundOutcome(rows, drafted, verified_tokens, graph)
 
+    def _check_shape(self, plan: int, kind: Any, b_pad: Any, width: Any, lanes: Any) -> None:
+        """Refuse what the device could not run: a broken scheduler is a finding."""
+        limit = MAX_DRAFT if kind == RECT else SCRATCH_SPAN
+        if (
+            kind not in (RECT, RAGGED)
+            or not isinstance(b_pad, int)
+            or not isinstance(width, int)
+            or not 0 <= b_pad <= SCRATCH_SPAN // RAGGED_ROW
+            or not 0 <= width <= limit
+        ):
+            raise SchedulerFault(f"plan {plan}: no round shape ({kind}, {b_pad}, {width})")
+        requests = [lane[0] for lane in lanes if isinstance(lane, list | tuple) and lane]
+        if len(set(requests)) != len(requests):
+            raise SchedulerFault(f"plan {plan}: a request holds two lanes of one round")
+
     def _lane(self, plan: int, row: Any) -> LaneWork:
-        request, _slot, prefix, alloc = row
+        try:
+            request, _slot, prefix, alloc = row
+        except (TypeError, ValueError):
+            raise SchedulerFault(f"plan {plan}: malformed lane {row!r}") from None
         stream = self.streams.get(request)
-        if stream is None or not 0 <= prefix <= MAX_DRAFT:
+        if stream is None or not isinstance(prefix, int) or not 0 <= prefix <= MAX_DRAFT:
             raise SchedulerFault(f"plan {plan}: lane {request} with prefix {prefix}")
         if not stream.decoding:
             raise SchedulerFault(
