@@ -287,6 +287,8 @@ def test_a_live_trace_replays_with_identical_decisions(
     completions = [r for r in TraceReader(path).decoded_records() if r["t"] == "completion"]
     assert all(isinstance(c["observed_us"], int) and c["observed_us"] >= 1 for c in completions)
     assert any(lane[2] > 0 for c in completions for lane in c["lanes"])  # real acceptance
+    shown = CliRunner().invoke(main, ["show", str(path)])
+    assert shown.exit_code == 0 and "live engine" in shown.output
     for name in ("reference", "optimized"):
         replayed = replay(str(path), parse_impl(name))
         assert replayed.status == MATCH, replayed.to_dict()
