@@ -54,6 +54,8 @@ class LoopStats:
     record_cpu_us: int = 0  # the same, as this thread's CPU time (without GIL waits)
     records: int = 0
     waiting_us: int = 0  # blocked, waiting for the device or an arrival
+    loop_cpu_us: int = 0  # this thread's CPU time over the whole loop
+    scheduler_cpu_us: int = 0  # of which in plan(), complete() and arrive()
     completed: list[Completed] = field(default_factory=list)
 
     @property
@@ -64,6 +66,11 @@ class LoopStats:
     def harness_us(self) -> int:
         """Loop time that is neither the scheduler's nor spent waiting: the harness's own."""
         return self.wall_us - sum(self.plan_us) - self.events_us - self.waiting_us
+
+    @property
+    def harness_cpu_us(self) -> int:
+        """The same as CPU time: robust to a loaded machine and to waits for the GIL."""
+        return self.loop_cpu_us - self.scheduler_cpu_us
 
 
 Sink = Callable[[dict[str, Any]], None]
@@ -87,6 +94,7 @@ def serve(
     plans = 0
     origin = time.perf_counter_ns()
     stats.started_ns = origin
+    origin_cpu = time.thread_time_ns()
 
     def clock() -> int:
         return (time.perf_counter_ns() - origin) // 1000
@@ -112,9 +120,10 @@ def serve(
                 "lanes": done.lanes,
             }
             emit(event)
-            began = time.perf_counter_ns()
+            began, began_cpu = time.perf_counter_ns(), time.thread_time_ns()
             finished = scheduler.complete(event, now)
             stats.events_us += (time.perf_counter_ns() - began) // 1000
+            stats.scheduler_cpu_us += (time.thread_time_ns() - began_cpu) // 1000
             if finished:
                 retired.update(finished)
                 emit({"t": "retire", "now": now, "requests": list(finished)})
@@ -124,15 +133,17 @@ def serve(
         while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_us <= now:
             spec = arrivals[next_arrival]
             next_arrival += 1
-            began = time.perf_counter_ns()
+            began, began_cpu = time.perf_counter_ns(), time.thread_time_ns()
             scheduler.arrive(spec, now)
             stats.events_us += (time.perf_counter_ns() - began) // 1000
+            stats.scheduler_cpu_us += (time.thread_time_ns() - began_cpu) // 1000
             emit({"t": "arrival", "now": now, "request": spec.id})
         while engine.busy < depth:
             now = clock()
-            began = time.perf_counter_ns()
+            began, began_cpu = time.perf_counter_ns(), time.thread_time_ns()
             plan = scheduler.plan(now)
             stats.plan_us.append((time.perf_counter_ns() - began) // 1000)
+            stats.scheduler_cpu_us += (time.thread_time_ns() - began_cpu) // 1000
             plans += 1
             _check_plan(plan, plans)
             if plan["round"] is None:
@@ -161,6 +172,7 @@ def serve(
             ready = engine.wait(timeout)
         stats.waiting_us += (time.perf_counter_ns() - began) // 1000
     stats.ended_ns = time.perf_counter_ns()
+    stats.loop_cpu_us = (time.thread_time_ns() - origin_cpu) // 1000
     return stats
 
 

@@ -118,6 +118,8 @@ def run_live(
         plan_us=stats.plan_us,
         wall_us=stats.wall_us,
         harness_us=stats.harness_us,
+        harness_cpu_us=stats.harness_cpu_us,
+        loop_cpu_us=stats.loop_cpu_us,
         record_us=stats.record_us,
         record_cpu_us=stats.record_cpu_us,
         records=stats.records,

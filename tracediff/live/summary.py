@@ -55,6 +55,8 @@ class LiveSummary:
     plan_median_us: float
     plan_max_us: int
     harness_us: int
+    harness_cpu_us: int
+    loop_cpu_us: int
     record_us: int
     record_cpu_us: int
     records: int
@@ -70,6 +72,11 @@ class LiveSummary:
     @property
     def harness_share(self) -> float:
         return self.harness_us / self.wall_us if self.wall_us else 0.0
+
+    @property
+    def harness_cpu_share(self) -> float:
+        """The harness's share of the loop thread's CPU time."""
+        return self.harness_cpu_us / self.loop_cpu_us if self.loop_cpu_us else 0.0
 
     @property
     def record_per_record_us(self) -> float:
@@ -95,6 +102,9 @@ class LiveSummary:
             "plan_max_us": self.plan_max_us,
             "harness_us": self.harness_us,
             "harness_share": self.harness_share,
+            "harness_cpu_us": self.harness_cpu_us,
+            "loop_cpu_us": self.loop_cpu_us,
+            "harness_cpu_share": self.harness_cpu_share,
             "record_us": self.record_us,
             "records": self.records,
             "record_per_record_us": self.record_per_record_us,
@@ -147,6 +157,8 @@ def summarize(
     plan_us: list[int],
     wall_us: int,
     harness_us: int,
+    harness_cpu_us: int,
+    loop_cpu_us: int,
     record_us: int,
     record_cpu_us: int,
     records: int,
@@ -162,6 +174,8 @@ def summarize(
         plan_median_us=float(statistics.median(plan_us)) if plan_us else 0.0,
         plan_max_us=max(plan_us, default=0),
         harness_us=harness_us,
+        harness_cpu_us=harness_cpu_us,
+        loop_cpu_us=loop_cpu_us,
         record_us=record_us,
         record_cpu_us=record_cpu_us,
         records=records,

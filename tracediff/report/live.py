@@ -36,10 +36,11 @@ def live_table(summary: LiveSummary, *, title: str, settings: dict[str, Any], tr
     )
     table.add_row(
         "harness on the loop",
-        f"{summary.harness_us / 1000:,.1f} ms ({summary.harness_share:.1%} of the loop); "
-        f"recording {summary.records} records, {summary.record_cpu_per_record_us:,.0f} µs CPU "
-        f"each, {summary.record_per_record_us:,.0f} µs wall with GIL waits "
-        f"({summary.record_us / 1000:,.1f} ms)",
+        f"{summary.harness_cpu_us / 1000:,.1f} ms CPU ({summary.harness_cpu_share:.1%} of the "
+        f"loop's CPU), {summary.harness_us / 1000:,.1f} ms wall ({summary.harness_share:.1%} "
+        f"of the loop); recording {summary.records} records, "
+        f"{summary.record_cpu_per_record_us:,.0f} µs CPU each "
+        f"({summary.record_per_record_us:,.0f} µs wall, waits for the GIL included)",
     )
     busy = "-" if summary.busy_share is None else f"{summary.busy_share:.1%}"
     table.add_row(
