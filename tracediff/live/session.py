@@ -109,7 +109,10 @@ def run_live(
         generated = {spec_.id: executor.generated(spec_.id) for spec_ in scenario.requests}
         greedy = _check_greedy(model, workload, generated) if options.check_greedy else None
     rounds = [
-        Round(c.started_ns, c.ended_ns, c.duration_us, c.lanes, c.graph) for c in stats.completed
+        Round(
+            c.started_ns, c.ended_ns, c.duration_us, c.lanes, c.graph, c.drafted, c.verified_tokens
+        )
+        for c in stats.completed
     ]
     summary = summarize(
         requests=len(scenario.requests),

@@ -31,6 +31,8 @@ class Round:
     duration_us: int
     lanes: list[list[Any]]
     graph: bool
+    drafted: int = 0  # draft tokens the mtp head produced for it
+    forward_tokens: int = 0  # real tokens its verify forward ran (pending, drafts, prefill)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class LiveSummary:
     window_us: int
     window_rounds: int
     graph_rounds: int
+    drafted: int
+    forward_tokens: int
 
     @property
     def tokens_per_s(self) -> float:
@@ -114,6 +118,8 @@ class LiveSummary:
             "window_us": self.window_us,
             "window_rounds": self.window_rounds,
             "graph_rounds": self.graph_rounds,
+            "drafted": self.drafted,
+            "forward_tokens": self.forward_tokens,
         }
 
 
@@ -183,4 +189,6 @@ def summarize(
         window_us=window_us,
         window_rounds=window_rounds,
         graph_rounds=sum(1 for r in rounds if r.graph),
+        drafted=sum(r.drafted for r in rounds),
+        forward_tokens=sum(r.forward_tokens for r in rounds),
     )

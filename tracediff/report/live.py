@@ -22,7 +22,8 @@ def live_table(summary: LiveSummary, *, title: str, settings: dict[str, Any], tr
     table.add_row(
         "tokens/s",
         f"{summary.tokens_per_s:,.0f}  ({summary.tokens} tokens in {wall_s:.2f} s, "
-        f"{summary.rounds} rounds, {summary.plans} plans)",
+        f"{summary.rounds} rounds, {summary.plans} plans; {summary.forward_tokens} tokens "
+        f"through verify forwards, {summary.drafted} drafted by the mtp head)",
     )
     for name, depths in summary.acceptance.items():
         trials = depths[0].trials
