@@ -109,7 +109,7 @@ class Completed:
     started_ns: int  # host clock (perf_counter_ns) when the worker took it
     ended_ns: int  # host clock when its result was ready
     drafted: int
-    verified_tokens: int
+    forward_tokens: int
     graph: bool
 
 
@@ -195,7 +195,7 @@ class LiveEngine:
             started_ns=started,
             ended_ns=time.perf_counter_ns(),
             drafted=outcome.drafted,
-            verified_tokens=outcome.verified_tokens,
+            forward_tokens=outcome.forward_tokens,
             graph=outcome.graph,
         )
 

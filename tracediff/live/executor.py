@@ -94,7 +94,7 @@ class LaneWork:
 class RoundOutcome:
     lanes: list[list[Any]]  # completion rows
     drafted: int  # draft tokens the mtp head produced
-    verified_tokens: int  # real tokens in the verify forward (pending + drafts + prefill)
+    forward_tokens: int  # real tokens in the verify forward (pending + drafts + prefill)
     graph: bool  # whether the verify forward replayed a captured graph
 
 
@@ -154,8 +154,8 @@ class RoundExecutor:
         else:
             hidden = self.model.forward(self.cache, packed, self.model.config.layers)
         rows = self._accept(work, lane_tokens, hidden)
-        verified_tokens = sum(len(t) for t in lane_tokens) + (len(prefill[2]) if prefill else 0)
-        return RoundOutcome(rows, drafted, verified_tokens, graph)
+        forward_tokens = sum(len(t) for t in lane_tokens) + (len(prefill[2]) if prefill else 0)
+        return RoundOutcome(rows, drafted, forward_tokens, graph)
 
     def _check_shape(self, plan: int, kind: Any, b_pad: Any, width: Any, lanes: Any) -> None:
         """Refuse what the device could not run: a broken scheduler is a finding."""

@@ -110,7 +110,7 @@ def run_live(
         greedy = _check_greedy(model, workload, generated) if options.check_greedy else None
     rounds = [
         Round(
-            c.started_ns, c.ended_ns, c.duration_us, c.lanes, c.graph, c.drafted, c.verified_tokens
+            c.started_ns, c.ended_ns, c.duration_us, c.lanes, c.graph, c.drafted, c.forward_tokens
         )
         for c in stats.completed
     ]
