@@ -25,6 +25,7 @@ from tracediff.live import grammar as G
 from tracediff.live.proposers import copy_proposals
 from tracediff.live.summary import Round, acceptance, busy_share
 from tracediff.live.workload import WorkloadOptions, build
+from tracediff.sched.reference import ReferenceScheduler
 
 SAFE_MARGIN = 1e-9  # float64 rounding differences are ~1e-15; a flip needs a closer tie
 
@@ -295,11 +296,22 @@ def test_a_live_trace_replays_with_identical_decisions(
         assert replayed.plans == summary["plans"]
 
 
+class CutRoundScheduler(ReferenceScheduler):
+    """Cuts every round it plans short (no lanes): the engine must refuse it. (Live runs are
+    timed for real, so which plan first has a round varies; every one is cut.)"""
+
+    def plan(self, now: int) -> dict[str, Any]:
+        record = super().plan(now)
+        if record["round"] is not None:
+            record["round"] = record["round"][:3]
+        return record
+
+
 @pytest.mark.parametrize(
     ("impl", "seed", "says"),
     [
         ("tests.impls.raises:RaisingScheduler", 0, "deliberate failure at plan 5"),
-        ("tests.impls.malformed:BadRoundScheduler", 3, "plan 2: malformed round"),
+        ("tests.test_live:CutRoundScheduler", 0, "malformed round: list index out of range"),
     ],
 )
 def test_a_failing_implementation_is_a_finding(
