@@ -29,6 +29,7 @@ from tracediff.live.model import ModelConfig, TinyTransformer
 from tracediff.live.oracle import greedy_decode
 from tracediff.live.summary import LiveSummary, Round, summarize
 from tracediff.live.workload import Workload, WorkloadOptions, build
+from tracediff.runner import private_copy
 from tracediff.trace import TraceWriter, encode
 
 torch = require_torch()
@@ -81,7 +82,7 @@ def run_live(
         engine, capture = build_engine(model, executor, scenario.params)
         settings = {**settings, **capture}
         try:
-            scheduler = _guarded(load(spec)(scenario), spec.name)
+            scheduler = _guarded(_construct(spec, scenario), spec.name)
             header = header_record(scenario)
             header["live"] = _live_header(settings, options, workload)
             started = time.time()
@@ -171,6 +172,19 @@ def _check_greedy(
     return GreedyCheck(equal, different, margin)
 
 
+def _construct(spec: ImplSpec, scenario: Any) -> Any:
+    """The implementation, on a private copy of the scenario (as ``run`` and ``replay`` give
+    it); a constructor that fails is a finding, like any other failure of the implementation."""
+    factory = load(spec)
+    try:
+        return factory(private_copy(scenario))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation's failure
+        raise SchedulerFault(
+            f"{spec.name}: its constructor raised {type(exc).__name__}: {exc}; fix the "
+            "implementation"
+        ) from None
+
+
 class _guarded:
     """The scheduler, with anything it raises turned into a finding (exit 1), as in ``run``."""
 
@@ -192,7 +206,7 @@ class _guarded:
             return getattr(self._scheduler, method)(*args)
         except TracediffError:
             raise
-        except Exception as exc:  # noqa: BLE001 - an implementation failing is a finding
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation failing
             raise SchedulerFault(
                 f"{self._name}.{method}() raised {type(exc).__name__}: {exc}"
             ) from exc
