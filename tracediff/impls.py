@@ -19,6 +19,8 @@ from typing import Any
 from tracediff.errors import ImplementationError
 
 ENTRY_POINT_GROUP = "tracediff.implementations"
+# ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.external).
+EXEC_PREFIX = "exec:"
 
 BUILTINS: dict[str, str] = {
     "reference": "tracediff.sched.reference:ReferenceScheduler",
@@ -53,6 +55,8 @@ def available() -> list[str]:
 def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     """Turn a user's ``--impl`` value into a spec; raises ImplementationError if unknown."""
     name = text.strip()
+    if name.startswith(EXEC_PREFIX):
+        return ImplSpec(name, name)
     if check and name in CHECKED:
         name = CHECKED[name]
     if name in BUILTINS:
@@ -64,7 +68,8 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
             return ImplSpec(name, ep.value)
     raise ImplementationError(
         f"unknown implementation {text!r}; choose one of: {', '.join(available())}, "
-        "or give package.module:attr importable from PYTHONPATH or the current directory"
+        "give package.module:attr importable from PYTHONPATH or the current directory, "
+        "or 'exec:COMMAND ARGS' for a process speaking docs/protocol.md"
     )
 
 
@@ -80,6 +85,12 @@ def _add_working_directory() -> None:
 
 def load(spec: ImplSpec) -> Factory:
     """Import the factory a spec names; raises ImplementationError with the reason."""
+    if spec.target.startswith(EXEC_PREFIX):
+        from tracediff.external import factory_for
+
+        factory = factory_for(spec.name, spec.target)
+        factory.probe()
+        return factory
     module_name, _, attr_path = spec.target.partition(":")
     _add_working_directory()
     try:
