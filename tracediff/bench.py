@@ -15,7 +15,10 @@ API (pure functions returning data; no printing, no click)::
 
 ``impls`` maps a name to a factory ``(scenario) -> SchedulerCore`` (a built-in scheduler class,
 or anything built on ``SchedulerCore``: the bench prepares its state through that class's
-fields). The first name is the baseline of the ratios unless ``baseline`` names another.
+fields), or an ``exec:`` implementation that offers the protocol's ``bench`` message: it is
+sent the prepared state as plain data (:func:`bench_state`) and times its own ``plan()``, so
+the pipe's cost is not in its numbers (docs/protocol.md). The first name is the baseline of
+the ratios unless ``baseline`` names another.
 
 What one cell measures
 ----------------------
@@ -377,12 +380,18 @@ def _time_cell(
     base = copy.deepcopy(source)
     _set_probe_state(base, with_probe)
     prepared: dict[str, SchedulerCore] = {}
+    external: dict[str, Any] = {}
+    state = bench_state(base)
     for name in names:
         instance = impls[name](scenario)
+        if getattr(instance, "benchable", False):
+            external[name] = instance
+            continue
         if not isinstance(instance, SchedulerCore) or not callable(getattr(instance, "plan", None)):
             raise ImplementationError(
                 f"bench: {name} is not a scheduler built on SchedulerCore with a plan() "
-                "method; the bench prepares its state through SchedulerCore's fields"
+                "method, nor an exec: implementation offering the 'bench' message; the "
+                "bench prepares its state through SchedulerCore's fields"
             )
         for field in _STATE_FIELDS:
             setattr(instance, field, copy.deepcopy(getattr(base, field)))
@@ -393,6 +402,14 @@ def _time_cell(
     record: dict[str, Any] = {}
     for _ in range(repeats):
         for name in names:
+            if name in external:
+                record, elapsed, cpu_elapsed = external[name].bench(state, now)
+                samples[name].append(elapsed)
+                cpu_samples[name].append(cpu_elapsed)
+                if name not in first:
+                    first[name] = msgpack.packb(record, use_bin_type=True)
+                    _check_path(name, record, len(scenario.requests), scenario, with_probe)
+                continue
             plan = cast(_Planner, copy.deepcopy(prepared[name])).plan
             enabled = gc.isenabled()
             gc.disable()
@@ -428,6 +445,90 @@ def _time_cell(
         probe_chosen=reference["probe"] >= 0,
         records_equal=len(set(first.values())) == 1,
     )
+
+
+def bench_state(scheduler: SchedulerCore) -> dict[str, Any]:
+    """A scheduler's state between events as plain data (the protocol's ``bench`` message):
+    requests in the scheduler's order (phase as its number in ``core``), rounds in flight in
+    submission order, the round table in insertion order, credit, plan counter, free slots."""
+    return {
+        "requests": [
+            {
+                "id": s.spec.id,
+                "phase": s.phase,
+                "slot": s.slot,
+                "prefilled": s.prefilled,
+                "prefill_in_flight": s.prefill_in_flight,
+                "generated": s.generated,
+                "pending_count": s.pending_count,
+                "last_served": s.last_served,
+                "offer": s.offer,
+                "trials": list(s.trials),
+                "accepts": list(s.accepts),
+            }
+            for s in scheduler.requests.values()
+        ],
+        "submitted": [
+            {
+                "plan": r.plan,
+                "kind": r.kind,
+                "b_pad": r.b_pad,
+                "width": r.width,
+                "lanes": [[ln.request, ln.slot, ln.prefix, ln.alloc] for ln in r.lanes],
+                "prefill_request": r.prefill_request,
+                "prefill_tokens": r.prefill_tokens,
+                "duration": r.duration,
+            }
+            for r in scheduler.submitted.values()
+        ],
+        "table": [[*key, value[0], value[1]] for key, value in scheduler.table.items()],
+        "credit": scheduler.credit,
+        "plan_number": scheduler.plan_number,
+        "free_slots": list(scheduler.free_slots),
+    }
+
+
+def load_bench_state(scheduler: SchedulerCore, scenario: Scenario, state: dict[str, Any]) -> None:
+    """Put :func:`bench_state`'s data into a fresh scheduler built on SchedulerCore."""
+    from tracediff.sched.core import RequestState, SubmittedLane, SubmittedRound
+
+    specs = {spec.id: spec for spec in scenario.requests}
+    requests: dict[int, RequestState] = {}
+    for row in state["requests"]:
+        requests[row["id"]] = RequestState(
+            spec=specs[row["id"]],
+            phase=row["phase"],
+            slot=row["slot"],
+            prefilled=row["prefilled"],
+            prefill_in_flight=row["prefill_in_flight"],
+            generated=row["generated"],
+            pending_count=row["pending_count"],
+            last_served=row["last_served"],
+            offer=row["offer"],
+            trials=list(row["trials"]),
+            accepts=list(row["accepts"]),
+        )
+    submitted: dict[int, SubmittedRound] = {}
+    for row in state["submitted"]:
+        lanes = tuple(SubmittedLane(*lane) for lane in row["lanes"])
+        submitted[row["plan"]] = SubmittedRound(
+            row["plan"],
+            row["kind"],
+            row["b_pad"],
+            row["width"],
+            lanes,
+            row["prefill_request"],
+            row["prefill_tokens"],
+            row["duration"],
+        )
+        for lane in lanes:
+            requests[lane.request].tracked_advance += 1 + lane.prefix
+    scheduler.requests = requests
+    scheduler.submitted = submitted
+    scheduler.table = {(k, b, w): [estimate, seen] for k, b, w, estimate, seen in state["table"]}
+    scheduler.credit = state["credit"]
+    scheduler.plan_number = state["plan_number"]
+    scheduler.free_slots = list(state["free_slots"])
 
 
 def _check_path(
@@ -483,7 +584,9 @@ __all__ = [
     "ImplTiming",
     "bench_from_dict",
     "bench_scenario",
+    "bench_state",
     "bench_to_dict",
     "default_impls",
+    "load_bench_state",
     "run_bench",
 ]

@@ -30,7 +30,7 @@ import subprocess
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, NoReturn
 
 from tracediff import __version__
 from tracediff.errors import ImplementationError, SchedulerFault
@@ -73,7 +73,9 @@ def parse_command(text: str) -> list[str]:
     try:
         argv = shlex.split(command)
     except ValueError as exc:
-        raise ImplementationError(f"implementation {text!r}: cannot split the command: {exc}")
+        raise ImplementationError(
+            f"implementation {text!r}: cannot split the command: {exc}"
+        ) from None
     if not argv:
         raise ImplementationError(
             f"implementation {text!r}: give a command after 'exec:', e.g. "
@@ -146,7 +148,8 @@ class ExternalProcess:
                 close_fds=True,
             )
         except OSError as exc:
-            raise ExternalFault(f"{name}: cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+            reason = exc.strerror or exc
+            raise ExternalFault(f"{name}: cannot start {argv[0]!r}: {reason}") from None
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self._in = self.popen.stdin.fileno()
         self._out = self.popen.stdout.fileno()
@@ -162,7 +165,7 @@ class ExternalProcess:
                 f"speaks protocol version {version!r}; this tracediff speaks "
                 f"{list(PROTOCOL_VERSIONS)} (see docs/protocol.md)"
             )
-        self.version = int(version)
+        self.version = int(version or 0)
         caps = hello.get("capabilities", [])
         self.capabilities = frozenset(c for c in caps if isinstance(c, str))
 
@@ -197,7 +200,7 @@ class ExternalProcess:
             )
         self.fail(f"answered {what} with a {kind!r} message, expected {expect!r}")
 
-    def fail(self, what: str) -> Any:
+    def fail(self, what: str) -> NoReturn:
         self.kill()
         raise ExternalFault(self._with_stderr(f"{self.name} {what}"))
 
@@ -232,7 +235,7 @@ class ExternalProcess:
                 try:
                     return parse(payload)
                 except ProtocolError as exc:
-                    return self.fail(f"spoke garbage in reply to {what}: {exc}")  # type: ignore[no-any-return]
+                    self.fail(f"spoke garbage in reply to {what}: {exc}")
             left = deadline - time.monotonic()
             ready, _, _ = select.select([self._out], [], [], max(left, 0.0))
             if not ready:
@@ -353,9 +356,7 @@ class ExternalScheduler:
         self.last_plan_ns: int | None = None  # what the implementation measured, if it did
 
     def arrive(self, spec: RequestSpec, now: int) -> None:
-        self.process.request(
-            {"type": ARRIVE, "now": now, "request": _spec_dict(spec)}, OK
-        )
+        self.process.request({"type": ARRIVE, "now": now, "request": _spec_dict(spec)}, OK)
 
     def plan(self, now: int) -> dict[str, Any]:
         reply = self.process.request({"type": PLAN, "now": now}, PLAN)
@@ -364,14 +365,14 @@ class ExternalScheduler:
             self.process.fail("sent a plan reply without a 'record' map")
         took = reply.get("plan_ns")
         self.last_plan_ns = took if isinstance(took, int) else None
-        return record  # type: ignore[no-any-return]
+        return record
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
         reply = self.process.request({"type": COMPLETE, "now": now, "event": event}, RETIRED)
         ids = reply.get("ids")
         if not isinstance(ids, list) or not all(type(i) is int for i in ids):
             self.process.fail(f"sent retired ids that are not a list of integers: {ids!r}")
-        return ids  # type: ignore[return-value]
+        return ids
 
     def state(self) -> dict[str, Any]:
         if STATE not in self.process.capabilities:
@@ -391,7 +392,7 @@ class ExternalScheduler:
         record, wall, cpu = reply.get("record"), reply.get("plan_ns"), reply.get("cpu_ns")
         if not isinstance(record, dict) or type(wall) is not int or type(cpu) is not int:
             self.process.fail("sent a bench reply without 'record', 'plan_ns' and 'cpu_ns'")
-        return record, wall, cpu  # type: ignore[return-value]
+        return record, wall, cpu
 
 
 def _spec_dict(spec: RequestSpec) -> dict[str, Any]:

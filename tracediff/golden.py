@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff import __version__
+from tracediff.compare.equivalence import Equivalence
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault, TraceFormatError, UsageError
 from tracediff.executor import (
@@ -403,6 +404,10 @@ class GoldenOutcome:
     seconds: float = 0.0
     message: str = ""
     artifacts: tuple[str, ...] = ()
+    equivalence: Equivalence = Equivalence()
+    # Decision equivalence: (seed, floats that differed, max ULPs) of each seed whose digest
+    # differs but whose decisions, re-run against the reference, are the same.
+    within_ulps: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -416,6 +421,15 @@ class GoldenOutcome:
     def summary(self) -> str:
         if self.status == MISSING:
             return f"golden {self.profile}: no manifest ({self.message})"
+        if self.ok and self.within_ulps:
+            floats = sum(w[1] for w in self.within_ulps)
+            worst = max(w[2] for w in self.within_ulps)
+            exact = self.checked - len(self.within_ulps)
+            return (
+                f"golden {self.profile}: {self.impl} matches {exact:,} of {self.checked:,} "
+                f"digests; {len(self.within_ulps):,} scenarios only under "
+                f"{self.equivalence.label} ({floats:,} floats, at most {worst} ULPs)"
+            )
         if self.ok:
             return (
                 f"golden {self.profile}: {self.impl} matches all {self.checked:,} digests "
@@ -441,6 +455,15 @@ class GoldenOutcome:
             "message": self.message,
             "mismatches": [m.to_dict() for m in self.mismatches],
             "artifacts": list(self.artifacts),
+            "equivalence": {
+                "mode": self.equivalence.mode,
+                "ulps": self.equivalence.ulps,
+                "label": self.equivalence.label,
+                "within_ulps": [
+                    {"seed": seed, "floats": floats, "max_ulps": ulps}
+                    for seed, floats, ulps in self.within_ulps
+                ],
+            },
         }
 
 
@@ -466,8 +489,14 @@ def check(
     on_result: Callable[[Digested], None] | None = None,
     seeds: Sequence[int] | None = None,
     executor: Executor | None = None,
+    equivalence: Equivalence | None = None,
 ) -> GoldenOutcome:
     """Run ``spec`` alone over the profile and compare its digests with the manifest.
+
+    Under a tolerant ``equivalence`` (decisions within N ULPs), every seed whose digest
+    differs is re-run in lockstep against the manifest's implementation; it passes, and is
+    listed in ``within_ulps``, when that implementation still matches its own digest and the
+    two decide the same.
 
     ``seeds`` restricts the check to those seeds of the profile (each must be in the
     manifest); by default every seed is checked and seeds missing on either side are
@@ -498,13 +527,21 @@ def check(
         wanted = set(seeds)
         scenarios = [s for s in scenarios if s.seed in wanted]
         expected = {seed: entry for seed, entry in expected.items() if seed in wanted}
+    compare_as = equivalence or Equivalence()
+    within_ulps: list[tuple[int, int, int]] = []
     chosen = _executor_for(executor, jobs, len(scenarios))
     try:
         results = digest_scenarios(
             scenarios, spec, timeout_s=timeout_s, on_result=on_result, executor=chosen
         )
+        mismatches = _mismatches(results, expected, scenarios)
+        if compare_as.tolerant:
+            mismatches, within_ulps = _tolerate(
+                mismatches, {s.seed: s for s in scenarios}, spec, manifest, timeout_s,
+                compare_as, chosen,
+            )  # fmt: skip
         explained = _explain_all(
-            _mismatches(results, expected, scenarios),
+            mismatches,
             {s.seed: s for s in scenarios},
             spec,
             manifest,
@@ -528,6 +565,8 @@ def check(
         mismatches=tuple(explained),
         seconds=time.perf_counter() - started,
         artifacts=kept,
+        equivalence=compare_as,
+        within_ulps=tuple(within_ulps),
     )
 
 
@@ -547,6 +586,46 @@ def _mismatches(
     for seed in sorted(set(expected) - set(by_seed)):
         mismatches.append(GoldenMismatch(seed, NOT_IN_PROFILE, expected[seed], None))
     return mismatches
+
+
+def _tolerate(
+    mismatches: list[GoldenMismatch],
+    scenarios: dict[int, Scenario],
+    spec: ImplSpec,
+    manifest: Manifest,
+    timeout_s: float | None,
+    equivalence: Equivalence,
+    executor: Executor,
+) -> tuple[list[GoldenMismatch], list[tuple[int, int, int]]]:
+    """Digest mismatches that decision equivalence accepts, taken out of ``mismatches``."""
+    from tracediff.runner import IDENTICAL
+
+    digests = [m for m in mismatches if m.kind == DIGEST]
+    reference = parse_impl(manifest.impl)
+    work = [(scenarios[m.seed], reference, spec, timeout_s, equivalence) for m in digests]
+    accepted: dict[int, tuple[int, int, int]] = {}
+    outcomes = executor.map(_lockstep_task, work, deadline_s=deadline(timeout_s, runs=2))
+    for mismatch, outcome in zip(digests, outcomes, strict=True):
+        assert mismatch.expected is not None
+        result = outcome.value if outcome.kind == DONE else None
+        if (
+            result is not None
+            and result.status == IDENTICAL
+            and result.impls
+            and result.impls[0].digest == mismatch.expected.digest
+        ):
+            accepted[mismatch.seed] = (mismatch.seed, result.floats_within, result.max_ulps)
+    kept = [m for m in mismatches if not (m.kind == DIGEST and m.seed in accepted)]
+    return kept, [accepted[seed] for seed in sorted(accepted)]
+
+
+def _lockstep_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> Any:
+    from tracediff.runner import run_scenario
+
+    scenario, reference, spec, timeout_s, equivalence = args
+    return run_scenario(
+        scenario, (reference, spec), timeout_s=timeout_s, progress=progress, equivalence=equivalence
+    )
 
 
 def _explain_all(
@@ -780,6 +859,7 @@ def gate_step(
     explain_fn: ExplainFn | None = None,
     seeds: Sequence[int] | None = None,
     executor: Executor | None = None,
+    equivalence: Equivalence | None = None,
 ) -> GoldenOutcome:
     """The golden step of ``tracediff gate``: check one implementation against a profile's
     manifest; the outcome's JSON goes into ``artifacts`` (with the traces of mismatches).
@@ -796,6 +876,7 @@ def gate_step(
         explain_fn=explain_fn,
         seeds=seeds,
         executor=executor,
+        equivalence=equivalence,
     )
     if artifacts is not None and not outcome.ok:
         from tracediff.atomic import write_text_atomic

@@ -30,6 +30,7 @@ BUILTINS: dict[str, str] = {
 # ``--check`` swaps each built-in for its check-mode twin where it has one.
 CHECKED: dict[str, str] = {"optimized": "optimized-check"}
 
+_NAMED_EXEC = re.compile(r"^([A-Za-z_][\w.-]*)=(exec:.*)$", re.DOTALL)
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 Factory = Callable[[Any], Any]
@@ -57,6 +58,9 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     name = text.strip()
     if name.startswith(EXEC_PREFIX):
         return ImplSpec(name, name)
+    named = _NAMED_EXEC.match(name)
+    if named:  # NAME=exec:COMMAND: a short name for reports and tables
+        return ImplSpec(named.group(1), named.group(2))
     if check and name in CHECKED:
         name = CHECKED[name]
     if name in BUILTINS:

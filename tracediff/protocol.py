@@ -47,8 +47,10 @@ def frame(message: dict[str, Any]) -> bytes:
     """One message as the bytes to write: its length, then its msgpack map."""
     payload = encode(message)
     if len(payload) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"a {message.get('type')!r} message of {len(payload)} bytes is over "
-                            f"the {MAX_MESSAGE_BYTES}-byte limit")
+        raise ProtocolError(
+            f"a {message.get('type')!r} message of {len(payload)} bytes is over "
+            f"the {MAX_MESSAGE_BYTES}-byte limit"
+        )
     return LENGTH.pack(len(payload)) + payload
 
 

@@ -47,6 +47,7 @@ from types import FrameType
 from typing import Any
 
 from tracediff import __version__
+from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
 from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
@@ -71,6 +72,7 @@ class RunOptions:
     # local (isolated worker processes), dask://HOST:PORT, dask-local:N; None: local, or
     # this process when there is one job and neither a time nor a memory limit
     executor: str | None = None
+    equivalence: Equivalence = Equivalence()  # byte identity unless decisions mode is asked
 
     @property
     def isolated(self) -> bool:
@@ -121,6 +123,9 @@ class ScenarioResult:
     harness_seconds: float = 0.0  # encoding, digesting and comparing
     artifacts: tuple[str, ...] = ()
     resumed: bool = False  # loaded from a --resume journal, not run this time
+    # Decision equivalence only: floats that differed within the tolerance, and by how much.
+    floats_within: int = 0
+    max_ulps: int = 0
 
     @property
     def label(self) -> str:
@@ -138,6 +143,7 @@ class RunSummary:
     interrupt_signal: int | None = None  # signal.SIGINT or SIGTERM when interrupted
     resumed: int = 0  # results taken from the --resume journal
     notes: tuple[str, ...] = ()  # things the user should know (journal repairs, ...)
+    equivalence: Equivalence = Equivalence()
 
     @property
     def scenarios(self) -> int:
@@ -149,6 +155,15 @@ class RunSummary:
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def within_ulps(self) -> list[ScenarioResult]:
+        """Identical scenarios that are so only under decision equivalence."""
+        return [r for r in self.results if r.status == IDENTICAL and r.floats_within]
+
+    @property
+    def max_ulps(self) -> int:
+        return max((r.max_ulps for r in self.results), default=0)
 
     @property
     def ok(self) -> bool:
@@ -238,6 +253,7 @@ def run_scenario(
     artifacts: str | None = None,
     timeout_s: float | None = None,
     progress: Any = None,
+    equivalence: Equivalence | None = None,
 ) -> ScenarioResult:
     """Drive every implementation of one scenario in lockstep and compare their records.
 
@@ -245,10 +261,14 @@ def run_scenario(
     unencodable records, a hang past ``timeout_s``): that is the result's ``status``. Only
     KeyboardInterrupt (and the worker's stop signal) propagate, and in a worker not even
     KeyboardInterrupt: a worker ignores SIGINT, so one there was raised by an implementation.
-    ``progress``, in a worker, is the shared array :class:`_Watched` writes to.
+    ``progress``, in a worker, is the shared array :class:`_Watched` writes to. With a
+    tolerant ``equivalence``, records whose bytes differ still count as the same when
+    :func:`within` accepts them.
     """
     # Read before any implementation holds the scenario: the result names what was asked.
     profile, seed, features = scenario.profile, scenario.seed, scenario.features()
+    tolerance = equivalence if equivalence is not None and equivalence.tolerant else None
+    tally = FloatTally()
     names = [s.name for s in specs]
     timed: list[_Timed] = []
     drivers: list[Iterator[dict[str, Any]]] = []
@@ -305,6 +325,10 @@ def run_scenario(
                     payloads.append(payload)
                 start_ns = time.perf_counter_ns()
                 same = all(p == payloads[0] for p in payloads)
+                if not same and tolerance is not None and divergence is None:
+                    found = _tolerated(decoded, tolerance.ulps)
+                    if found is not None:
+                        same, tally = True, tally + found
                 harness_ns += time.perf_counter_ns() - start_ns
                 first = decoded[0] or next((d for d in decoded if d is not None), None)
                 if first is not None and first.get("t") == "plan":
@@ -368,10 +392,28 @@ def run_scenario(
         failed_impl=failed,
         message=message,
         harness_seconds=harness_ns / 1e9,
+        floats_within=tally.floats,
+        max_ulps=tally.max_ulps,
     )
     if artifacts and status == DIVERGED:
         result = keep_artifacts(result, scenario, specs, artifacts)
     return result
+
+
+def _tolerated(records: list[dict[str, Any] | None], ulps: int) -> FloatTally | None:
+    """How the records differ from the first one's in floats alone, or None."""
+    first = records[0]
+    if first is None:
+        return None
+    total = FloatTally()
+    for other in records[1:]:
+        if other is None:
+            return None
+        found = within(first, other, ulps)
+        if found is None:
+            return None
+        total = total + found
+    return total
 
 
 def keep_artifacts(
@@ -428,13 +470,23 @@ def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | 
 
 
 # -- many scenarios --------------------------------------------------------------------------
-Task = tuple[Scenario, tuple[ImplSpec, ...], str | None, float | None, int | None, float | None]
+Task = tuple[
+    Scenario,
+    tuple[ImplSpec, ...],
+    str | None,
+    float | None,
+    int | None,
+    float | None,
+    Equivalence,
+]
 
 
 def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
     """One scenario on an executor's worker (see :mod:`tracediff.executor`)."""
-    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s = task
-    result = run_scenario(scenario, specs, timeout_s=timeout_s, progress=progress)
+    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s, equivalence = task
+    result = run_scenario(
+        scenario, specs, timeout_s=timeout_s, progress=progress, equivalence=equivalence
+    )
     if (
         result.status == ERROR
         and memory_limit_mb is not None
@@ -623,6 +675,7 @@ def run_scenarios(
         interrupt_signal=interrupted,
         resumed=resumed,
         notes=tuple(notes),
+        equivalence=options.equivalence,
     )
 
 
@@ -647,6 +700,7 @@ def _run_on(
                 options.timeout_s,
                 options.memory_limit_mb,
                 artifacts_s,
+                options.equivalence,
             ),
         )
         for i in todo

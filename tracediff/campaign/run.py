@@ -153,12 +153,13 @@ def _campaign_task(
 ) -> tuple[ScenarioResult, Divergence | None]:
     """One seed in a worker: generate, run in lockstep, explain a finding right here (under
     the same isolation and limits), so that its signature is known as it arrives."""
+    from tracediff.compare.equivalence import Equivalence
     from tracediff.compare.explain import _explain_task
     from tracediff.scenario.generator import generate
 
     profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
     scenario = generate(profile, seed)
-    task = (scenario, specs, None, timeout_s, memory_limit_mb, None)
+    task = (scenario, specs, None, timeout_s, memory_limit_mb, None, Equivalence())
     result: ScenarioResult = _run_task(task, progress, notify)
     if result.status == IDENTICAL:
         return result, None

@@ -144,6 +144,33 @@ def _impl_specs(values: Sequence[str], check: bool, default: Sequence[str]) -> t
     return specs
 
 
+def equivalence_options(function: Any) -> Any:
+    """``--equivalence`` and ``--ulps``, shared by every command that compares records."""
+    function = click.option(
+        "--ulps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="With --equivalence decisions: how many ULPs a float may differ by (default 0).",
+    )(function)
+    return click.option(
+        "--equivalence",
+        type=click.Choice(["bytes", "decisions"]),
+        default="bytes",
+        show_default=True,
+        help="bytes: records must be byte-identical. decisions: every decision field equal and "
+        "floats within --ulps ULPs; reported as such, never as byte identity.",
+    )(function)
+
+
+def _equivalence(mode: str, ulps: int | None) -> Any:
+    from tracediff.compare.equivalence import DECISIONS, Equivalence
+
+    if ulps is not None and mode != DECISIONS:
+        raise UsageError("--ulps needs --equivalence decisions (bytes compare exactly)")
+    return Equivalence(mode, ulps or 0)
+
+
 def _scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
     from tracediff.scenario.generator import generate
     from tracediff.scenario.profiles import load_profile, parse_seeds

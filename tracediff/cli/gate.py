@@ -25,15 +25,18 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     _console,
+    _equivalence,
     _executor_spec,
     _impl_specs,
     _jobs,
     _scenarios,
     check_output_file,
+    equivalence_options,
     executor_option,
     exit_interrupted,
     main,
 )
+from tracediff.compare.equivalence import Equivalence
 from tracediff.compare.model import (
     DEFAULT_CONTEXT,
     DIVERGED,
@@ -119,6 +122,7 @@ REPORT_NAME = "report.json"  # written into --artifacts when there are findings
 )
 @click.option("--fail-fast", is_flag=True, help="Stop after the first step with findings.")
 @executor_option
+@equivalence_options
 def gate(
     profile_name: str,
     seeds: str | None,
@@ -136,6 +140,8 @@ def gate(
     context: int,
     fail_fast: bool,
     executor_text: str,
+    equivalence: str,
+    ulps: int | None,
 ) -> None:
     """The CI gate: regressions, golden digests, then the profile. Exit 0 all good,
     1 findings, 2 bad input."""
@@ -145,6 +151,7 @@ def gate(
         raise UsageError(f"--context must be 0 or more, got {context}")
     if timeout_s is not None and not timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    compare_as = _equivalence(equivalence, ulps)
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
@@ -185,6 +192,7 @@ def gate(
                     seeds=[s.seed for s in scenarios] if seeds else None,
                     executor=executor,
                     timeout_s=timeout_s,
+                    equivalence=compare_as,
                 )
             elif not step_scenarios:
                 step, found = StepOutcome(name, EMPTY, f"no scenarios in {regressions_dir}"), []
@@ -201,6 +209,7 @@ def gate(
                     timeout_s=timeout_s,
                     context=context,
                     executor=executor,
+                    equivalence=compare_as,
                 )
             steps.append(step)
             outcomes.extend(found)
@@ -213,7 +222,10 @@ def gate(
         outcomes=tuple(outcomes),
         steps=tuple(steps),
         wall_seconds=time.perf_counter() - started,
-        notes=("interrupted: not every step ran",) if interrupted is not None else (),
+        notes=(
+            *(("interrupted: not every step ran",) if interrupted is not None else ()),
+            *((f"compared as {compare_as.label}",) if compare_as.tolerant else ()),
+        ),
     )
     from tracediff.report.terminal import report_renderable
 
@@ -233,6 +245,7 @@ def golden_step(
     seeds: Sequence[int] | None = None,
     executor: Any = None,
     timeout_s: float | None = None,
+    equivalence: Equivalence | None = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome]]:
     """The golden-digest step: every implementation must reproduce the accepted digests.
 
@@ -256,6 +269,7 @@ def golden_step(
             seeds=seeds,
             executor=executor,
             timeout_s=timeout_s,
+            equivalence=equivalence,
         )
         if outcome.skipped:
             return StepOutcome("golden", NOT_CONFIGURED, outcome.message), []
@@ -289,12 +303,19 @@ def _run_step(
     timeout_s: float | None,
     context: int,
     executor: Any = None,
+    equivalence: Equivalence | None = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome], int | None]:
     """Run one step's scenarios, explain its findings; (step, outcomes, stop signal)."""
     from tracediff.compare.explain import explain_results
     from tracediff.runner import IDENTICAL, RunOptions, run_scenarios
 
-    options = RunOptions(impls=tuple(specs), jobs=jobs, artifacts=artifacts, timeout_s=timeout_s)
+    options = RunOptions(
+        impls=tuple(specs),
+        jobs=jobs,
+        artifacts=artifacts,
+        timeout_s=timeout_s,
+        equivalence=equivalence or Equivalence(),
+    )
     summary = run_scenarios(scenarios, options, executor=executor)
     outcomes = explain_results(
         scenarios,
@@ -318,8 +339,18 @@ def _run_step(
             f"{n} {kind}" for kind, n in sorted(kinds.items())
         )
         step = StepOutcome(name, FAILED, detail)
+    elif summary.within_ulps:
+        tolerated = summary.within_ulps
+        floats = sum(r.floats_within for r in tolerated)
+        detail = (
+            f"{count} scenarios equal under {summary.equivalence.label}: {len(tolerated)} of "
+            f"them differ in {floats:,} floats by at most {summary.max_ulps} ULPs; "
+            f"{summary.plans:,} plans"
+        )
+        step = StepOutcome(name, PASSED, detail)
     else:
-        step = StepOutcome(name, PASSED, f"{count} scenarios identical, {summary.plans:,} plans")
+        identical = "identical (no float differed)" if summary.equivalence.tolerant else "identical"
+        step = StepOutcome(name, PASSED, f"{count} scenarios {identical}, {summary.plans:,} plans")
     if summary.interrupted:
         step = StepOutcome(name, FAILED, f"interrupted after {count} of {len(scenarios)}")
         signum = getattr(summary, "interrupt_signal", None) or signal.SIGINT

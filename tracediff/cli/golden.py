@@ -19,9 +19,11 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     _console,
+    _equivalence,
     _executor_spec,
     _impl_specs,
     _jobs,
+    equivalence_options,
     executor_option,
     main,
 )
@@ -100,6 +102,7 @@ def golden() -> None:
 @artifacts_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
 @executor_option
+@equivalence_options
 @click.option("--no-progress", is_flag=True)
 def check_command(
     profile_name: str,
@@ -111,6 +114,8 @@ def check_command(
     artifacts: str | None,
     json_path: str | None,
     executor_text: str,
+    equivalence: str,
+    ulps: int | None,
     no_progress: bool,
 ) -> None:
     """Run one implementation alone and compare its digests with the profile's manifest.
@@ -121,6 +126,7 @@ def check_command(
     from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
 
+    compare_as = _equivalence(equivalence, ulps)
     (spec,) = _impl_specs((impl,), check_mode, ("reference",))
     executor_spec = _executor_spec(executor_text)
     with (
@@ -135,6 +141,7 @@ def check_command(
             artifacts=artifacts,
             on_result=advance,
             executor=executor,
+            equivalence=compare_as,
         )
     if json_path:
         from tracediff.atomic import write_text_atomic
@@ -146,7 +153,8 @@ def check_command(
         )
     console = _text_console()
     if outcome.ok:
-        console.print(outcome.summary(), style="bold green")
+        style = "bold yellow" if outcome.within_ulps else "bold green"
+        console.print(outcome.summary(), style=style)
         sys.exit(EXIT_OK)
     table = Table(title=outcome.summary(), header_style="bold")
     for column in ("seed", "kind", "plans (golden → now)", "explanation"):

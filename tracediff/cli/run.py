@@ -29,12 +29,14 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     _console,
+    _equivalence,
     _executor_spec,
     _impl_specs,
     _jobs,
     _scenarios,
     check_output_dir,
     check_output_file,
+    equivalence_options,
     executor_option,
     exit_interrupted,
     main,
@@ -132,6 +134,7 @@ from tracediff.runner import (
     "from divergence.",
 )
 @executor_option
+@equivalence_options
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def run(
     profile_name: str | None,
@@ -149,6 +152,8 @@ def run(
     no_regressions: bool,
     self_check_flag: bool,
     executor_text: str,
+    equivalence: str,
+    ulps: int | None,
     no_progress: bool,
 ) -> None:
     """Run implementations over a seed set and compare their traces byte for byte.
@@ -157,6 +162,7 @@ def run(
     (the summary of what finished is printed, and kept in the --resume journal).
     """
     check_flags(impls, check, timeout_s, memory_limit_mb)
+    compare_as = _equivalence(equivalence, ulps)
     if explain_k < 0:
         raise UsageError(f"--explain takes a record count of 0 or more, got {explain_k}")
     specs = _impl_specs(impls, check, ("reference", "optimized"))
@@ -190,6 +196,7 @@ def run(
         memory_limit_mb=memory_limit_mb,
         resume=resume_dir,
         executor=executor_spec.text,
+        equivalence=compare_as,
     )
     from tracediff.executor import open_executor
 
@@ -366,6 +373,7 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
         "errors": summary.count(ERROR),
         "timeouts": summary.count(TIMEOUT),
         "wall_seconds": round(summary.wall_seconds, 3),
+        "equivalence": equivalence_to_dict(summary),
         "notes": list(summary.notes),
         "results": [
             {
@@ -380,6 +388,8 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
                 "message": r.message,
                 "artifacts": list(r.artifacts),
                 "resumed": r.resumed,
+                "floats_within_ulps": r.floats_within,
+                "max_ulps": r.max_ulps,
                 "impls": [
                     {"name": s.name, "plans": s.plans, "records": s.records, "digest": s.digest}
                     for s in r.impls
@@ -387,4 +397,18 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
             }
             for r in summary.results
         ],
+    }
+
+
+def equivalence_to_dict(summary: RunSummary) -> dict[str, Any]:
+    """How records were compared, and what decision equivalence let through."""
+    tolerated = summary.within_ulps
+    return {
+        "mode": summary.equivalence.mode,
+        "ulps": summary.equivalence.ulps,
+        "label": summary.equivalence.label,
+        "byte_identical": summary.count(IDENTICAL) - len(tolerated),
+        "equal_within_ulps": len(tolerated),
+        "floats_within_ulps": sum(r.floats_within for r in tolerated),
+        "max_ulps": summary.max_ulps,
     }

@@ -42,7 +42,15 @@ def summary_renderable(summary: RunSummary) -> RenderableType:
     table.add_column("value", justify="right")
     table.add_row("scenarios", f"{summary.scenarios:,}")
     table.add_row("plans (per implementation)", f"{summary.plans:,}")
-    table.add_row("identical", f"{summary.count(IDENTICAL):,}")
+    table.add_row("compared as", summary.equivalence.label)
+    tolerated = summary.within_ulps
+    if summary.equivalence.tolerant:
+        table.add_row("identical (bytes or decisions)", f"{summary.count(IDENTICAL):,}")
+        table.add_row("  of which equal only within ULPs", f"{len(tolerated):,}")
+        floats = sum(r.floats_within for r in tolerated)
+        table.add_row("  floats that differed", f"{floats:,} (max {summary.max_ulps} ULPs)")
+    else:
+        table.add_row("identical", f"{summary.count(IDENTICAL):,}")
     table.add_row("diverged", f"{summary.count(DIVERGED):,}")
     table.add_row("errors", f"{summary.count(ERROR):,}")
     table.add_row("timeouts", f"{summary.count(TIMEOUT):,}")
@@ -96,9 +104,19 @@ def verdict_text(summary: RunSummary) -> Text:
             f"interrupted: {summary.scenarios} scenarios finished, {summary.skipped} not run",
             style="bold yellow",
         )
-    if summary.ok:
+    tolerated = summary.within_ulps
+    if summary.ok and tolerated:
+        floats = sum(r.floats_within for r in tolerated)
         return Text(
-            f"identical: {summary.scenarios:,} scenarios, {summary.plans:,} plans, {names}",
+            f"decision-equivalent, NOT byte-identical: {summary.scenarios:,} scenarios, "
+            f"{summary.plans:,} plans, {names}; {len(tolerated):,} scenarios differ in "
+            f"{floats:,} floats by at most {summary.max_ulps} ULPs",
+            style="bold yellow",
+        )
+    if summary.ok:
+        mode = "" if not summary.equivalence.tolerant else " (no float differed)"
+        return Text(
+            f"identical{mode}: {summary.scenarios:,} scenarios, {summary.plans:,} plans, {names}",
             style="bold green",
         )
     diverged = summary.count(DIVERGED)

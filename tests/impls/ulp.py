@@ -1,0 +1,22 @@
+"""A reference that reports every lane's service rate one ULP higher.
+
+Its decisions are the reference's (the rate is reported, never decided on), so it passes
+``--equivalence decisions --ulps 1`` and fails byte identity and ``--ulps 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tracediff.sched.reference import ReferenceScheduler
+
+
+class OneUlpScheduler(ReferenceScheduler):
+    name = "one-ulp"
+
+    def plan(self, now: int) -> dict[str, Any]:
+        record = super().plan(now)
+        for row in record["lane_values"]:
+            row[2] = math.nextafter(row[2], math.inf)
+        return record
