@@ -107,14 +107,17 @@ class _StderrTail:
         self._thread.start()
 
     def _pump(self, stream: Any) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while chunk := os.read(stream.fileno(), 65536):
-                with self._lock:
-                    self._data += chunk
-                    if len(self._data) > STDERR_KEEP:
-                        cut = len(self._data) - STDERR_KEEP
-                        del self._data[:cut]
-                        self._dropped += cut
+        try:
+            with contextlib.suppress(OSError, ValueError):
+                while chunk := os.read(stream.fileno(), 65536):
+                    with self._lock:
+                        self._data += chunk
+                        if len(self._data) > STDERR_KEEP:
+                            cut = len(self._data) - STDERR_KEEP
+                            del self._data[:cut]
+                            self._dropped += cut
+        finally:
+            stream.close()  # at end of file: the process (and any child) closed it
 
     def text(self, settle_s: float = 0.0) -> str:
         if settle_s:

@@ -53,6 +53,52 @@ def available() -> list[str]:
     return sorted(names)
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One implementation ``tracediff impls`` lists: how to name it and what it is."""
+
+    name: str
+    kind: str  # "built-in", "entry point" or "exec"
+    target: str
+    note: str = ""
+
+
+def listing() -> list[Listed]:
+    """Every implementation tracediff can load by name, and how to name an external one.
+
+    Entry points are listed with whether they import; nothing is run.
+    """
+    rows = [Listed(name, "built-in", target) for name, target in BUILTINS.items()]
+    try:
+        points = sorted(
+            importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name
+        )
+    except Exception:  # noqa: BLE001 - broken metadata must not break the listing
+        points = []
+    for ep in points:
+        if BUILTINS.get(ep.name) == ep.value:
+            continue  # tracediff's own entry points, for tools that only read metadata
+        note = ""
+        if ep.name in BUILTINS:
+            note = "shadowed by the built-in of that name; use its target instead"
+        else:
+            try:
+                load(ImplSpec(ep.name, ep.value))
+            except ImplementationError as exc:
+                note = f"cannot load: {exc}"
+        rows.append(Listed(ep.name, "entry point", ep.value, note))
+    rows.append(
+        Listed(
+            "exec:COMMAND ARGS",
+            "exec",
+            "any program speaking docs/protocol.md on stdin/stdout",
+            "e.g. 'exec:python -m tracediff.serve NAME' serves a Python one; "
+            "'NAME=exec:...' names it in reports",
+        )
+    )
+    return rows
+
+
 def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     """Turn a user's ``--impl`` value into a spec; raises ImplementationError if unknown."""
     name = text.strip()

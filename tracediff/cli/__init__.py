@@ -14,6 +14,7 @@ from tracediff.cli import (  # noqa: F401
     coverage,
     gate,
     golden,
+    impls,
     live,
     replay,
     run,

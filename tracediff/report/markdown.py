@@ -43,6 +43,8 @@ def render(report: DiffReport) -> str:
         + (f", {report.wall_seconds:.1f} s" if report.wall_seconds else "")
     )
     lines.append("")
+    for note in report.notes:
+        lines += [f"> note: {note}", ""]
     if report.steps:
         lines += ["| step | result | detail |", "|---|---|---|"]
         for step in report.steps:

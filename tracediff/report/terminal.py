@@ -332,6 +332,8 @@ def report_renderable(report: DiffReport, *, explained: int = 3) -> RenderableTy
             f"({' vs '.join(report.impls)})",
             style="bold red",
         )
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
     parts.append(verdict)
     return Group(*parts)
 

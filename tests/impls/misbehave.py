@@ -1,0 +1,66 @@
+"""A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
+
+    python tests/impls/misbehave.py garbage|die|hang|noise|version|error
+
+On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
+(``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
+(``hang``). ``noise`` writes a lot to stderr on every plan and otherwise behaves; ``version``
+answers the hello with a protocol version tracediff does not speak; ``error`` answers the
+plan with the protocol's error message. Every other scenario is the reference's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tracediff import serve  # noqa: E402
+from tracediff.scenario.model import Scenario  # noqa: E402
+from tracediff.sched.reference import ReferenceScheduler  # noqa: E402
+
+BAD_SEED = 1
+BAD_AT = 3
+MODE = sys.argv[1] if len(sys.argv) > 1 else "garbage"
+
+
+class Misbehaving(ReferenceScheduler):
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.bad = scenario.seed == BAD_SEED
+
+    def plan(self, now: int) -> dict[str, Any]:
+        if MODE == "noise":
+            sys.stderr.write("noise " * 2000 + "\n")
+        if self.bad and self.plan_number + 1 == BAD_AT:
+            if MODE == "garbage":
+                os.write(PROTOCOL_FD, b"this is not a length-prefixed message\n")
+                time.sleep(30)  # the harness must not wait for the rest
+            elif MODE == "die":
+                sys.stderr.write("misbehave: giving up at plan 3\n")
+                sys.stderr.flush()
+                os._exit(3)
+            elif MODE == "hang":
+                time.sleep(10**6)
+            elif MODE == "error":
+                raise RuntimeError("misbehave: refusing plan 3")
+        return super().plan(now)
+
+
+class _OldServer(serve.Server):
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        if message["type"] == "hello":
+            return {"type": "hello", "version": 99, "name": "from the future"}
+        return super().handle(message)
+
+
+if __name__ == "__main__":
+    PROTOCOL_FD = os.dup(1)
+    os.dup2(2, 1)
+    if MODE == "version":
+        serve.Server = _OldServer  # type: ignore[misc]
+    sys.exit(serve.serve(Misbehaving, f"misbehave-{MODE}", 0, PROTOCOL_FD))
