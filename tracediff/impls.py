@@ -43,6 +43,13 @@ class ImplSpec:
     name: str
     target: str
 
+    @property
+    def arg(self) -> str:
+        """What to type after ``--impl`` to get this spec back (for repro lines)."""
+        if self.target.startswith(EXEC_PREFIX) and self.name != self.target:
+            return f"{self.name}={self.target}"
+        return self.name
+
 
 def available() -> list[str]:
     names = set(BUILTINS)

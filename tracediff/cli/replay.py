@@ -29,9 +29,9 @@ VALUE_WIDTH = 200
     "--impl",
     "impls",
     multiple=True,
-    help="Implementation to replay into: built-in name, package.module:attr, or entry point "
-    "(default reference). Give two with --state to see both states side by side and the "
-    "first field at which they differ.",
+    help="Implementation to replay into: built-in name, package.module:attr, entry point, or "
+    "'exec:COMMAND' (docs/protocol.md) (default reference). Give two with --state to see both "
+    "states side by side and the first field at which they differ.",
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(

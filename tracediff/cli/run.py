@@ -64,7 +64,8 @@ from tracediff.runner import (
     "--impl",
     "impls",
     multiple=True,
-    help="Implementation: built-in name, package.module:attr, or entry point. Repeat (default: "
+    help="Implementation: built-in name, package.module:attr, entry point, or 'exec:COMMAND' "
+    "(a process speaking docs/protocol.md). Repeat (default: "
     "reference, optimized).",
 )
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores).")

@@ -162,6 +162,7 @@ def shrink(
             )
     console = _text_console()
     names = tuple(s.name for s in specs)
+    args = tuple(s.arg for s in specs)
     if not result.failing:
         console.print(
             f"identical: {' and '.join(names)} agree on {scenario.profile}:{scenario.seed}; "
@@ -197,18 +198,18 @@ def shrink(
         saved = save_regression(result, regressions=regressions, artifacts=artifacts, note=note)
         console.print(f"saved {saved}", markup=False)
         console.print(
-            f"repro: tracediff shrink --scenario {shlex.quote(str(saved))} {_impl_args(names)}",
+            f"repro: tracediff shrink --scenario {shlex.quote(str(saved))} {_impl_args(args)}",
             markup=False,
         )
     elif scenario_file is not None:
         console.print(
-            f"repro: tracediff shrink --scenario {shlex.quote(scenario_file)} {_impl_args(names)}",
+            f"repro: tracediff shrink --scenario {shlex.quote(scenario_file)} {_impl_args(args)}",
             markup=False,
         )
     else:
         console.print(
             f"repro: tracediff shrink --profile {shlex.quote(profile_name)} --seed "
-            f"{scenario.seed} {_impl_args(names)} --save",
+            f"{scenario.seed} {_impl_args(args)} --save",
             markup=False,
         )
     traces: list[str] = []
@@ -221,9 +222,7 @@ def shrink(
         traces = [write_trace(result.shrunk, spec, traces_dir) for spec in specs]
         console.print(f"traces: {' '.join(traces)}", markup=False)
         console.print(f"  tracediff diff {traces[0]} {traces[1]}", markup=False)
-        console.print(
-            f"  tracediff replay {traces[0]} --impl {shlex.quote(names[1])}", markup=False
-        )
+        console.print(f"  tracediff replay {traces[0]} --impl {shlex.quote(args[1])}", markup=False)
     if json_path:
         from tracediff.atomic import write_text_atomic
 
