@@ -117,3 +117,23 @@ def test_the_gate_labels_decision_equivalence(tmp_path: Path) -> None:
     text = " ".join(result.output.split())
     assert "only under decision equivalence" in text
     assert "compared as decision equivalence (floats within 1 ULP; NOT byte identity)" in text
+
+
+def test_the_explanation_skips_tolerated_floats_to_the_changed_decision() -> None:
+    from tracediff.compare.explain import explain
+    from tracediff.impls import parse_impl
+    from tracediff.runner import DIVERGED, run_scenario
+    from tracediff.scenario.generator import generate
+    from tracediff.scenario.profiles import load_profile
+
+    scenario = generate(load_profile("quick"), 13)
+    specs = (parse_impl("reference"), parse_impl("tests.impls.ulp:OneUlpSlotTieBreakScheduler"))
+    exact = run_scenario(scenario, specs)
+    tolerant = run_scenario(scenario, specs, equivalence=Equivalence(DECISIONS, 1))
+    assert exact.status == tolerant.status == DIVERGED
+    assert tolerant.divergence > exact.divergence
+    assert explain(scenario, specs, exact).kind == "value"
+    divergence = explain(scenario, specs, tolerant)
+    assert divergence.kind == "decision"
+    assert divergence.index == tolerant.divergence
+    assert any("within the --ulps tolerance" in note for note in divergence.notes)

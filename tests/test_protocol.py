@@ -152,6 +152,19 @@ def test_a_process_that_speaks_garbage_dies_or_fails_is_an_error_finding(
     assert all(r["status"] == IDENTICAL for r in results.values())  # the others went on
 
 
+def test_a_process_inherits_the_memory_limit(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, output = _run(
+        "--profile", "quick", "--seeds", str(BAD_SEED), "-j", "1", "--explain", "0",
+        "--memory-limit", "400", "--impl", "reference", "--impl", f"bad={MISBEHAVE} hog",
+        "--json", str(out),
+    )  # fmt: skip
+    assert code == 1, output
+    (bad,) = json.loads(out.read_text())["results"]
+    assert (bad["status"], bad["failed_impl"], bad["plan"]) == (ERROR, "bad", BAD_AT)
+    assert "MemoryError" in bad["message"]
+
+
 def test_a_hanging_process_is_a_timeout_finding_and_the_next_scenario_gets_a_new_one(
     tmp_path: Path,
 ) -> None:

@@ -1,12 +1,13 @@
 """A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
 
-    python tests/impls/misbehave.py garbage|die|hang|noise|version|error
+    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog
 
 On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
 (``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
 (``hang``). ``noise`` writes a lot to stderr on every plan and otherwise behaves; ``version``
 answers the hello with a protocol version tracediff does not speak; ``error`` answers the
-plan with the protocol's error message. Every other scenario is the reference's.
+plan with the protocol's error message; ``hog`` allocates 4 GB (a MemoryError under
+``--memory-limit``, which the process inherits). Every other scenario is the reference's.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Misbehaving(ReferenceScheduler):
                 time.sleep(10**6)
             elif MODE == "error":
                 raise RuntimeError("misbehave: refusing plan 3")
+            elif MODE == "hog":
+                self.hoard = bytearray(4 << 30)  # over any --memory-limit the tests give
         return super().plan(now)
 
 

@@ -9,11 +9,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tests.impls.slot_tiebreak import SlotTieBreakScheduler
 from tracediff.sched.reference import ReferenceScheduler
 
 
 class OneUlpScheduler(ReferenceScheduler):
     name = "one-ulp"
+
+    def plan(self, now: int) -> dict[str, Any]:
+        record = super().plan(now)
+        for row in record["lane_values"]:
+            row[2] = math.nextafter(row[2], math.inf)
+        return record
+
+
+class OneUlpSlotTieBreakScheduler(SlotTieBreakScheduler):
+    """The rates one ULP higher *and* slot_tiebreak's changed decision (on quick seed 13)."""
+
+    name = "one-ulp-slot-tiebreak"
 
     def plan(self, now: int) -> dict[str, Any]:
         record = super().plan(now)

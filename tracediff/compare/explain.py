@@ -149,6 +149,7 @@ def _walk(
     stop_on_difference: bool = True,
     catch: bool = True,
     limit: int | None = None,
+    stop_from: int = 0,
 ) -> _Walk:
     recent: deque[tuple[int, tuple[bytes | None, ...]]] = deque(maxlen=max(context, 0))
     events: deque[tuple[int, tuple[bytes | None, ...]]] = deque(maxlen=MAX_EVENTS)
@@ -160,7 +161,7 @@ def _walk(
         failed = next((i for i, item in enumerate(items) if isinstance(item, _Failed)), None)
         payloads = tuple(item[0] if isinstance(item, tuple) else None for item in items)
         same = all(p == payloads[0] for p in payloads)
-        if failed is not None or (not same and stop_on_difference):
+        if failed is not None or (not same and stop_on_difference and index >= stop_from):
             differing = (
                 failed
                 if failed is not None
@@ -419,7 +420,11 @@ def explain(
             walk, base, sources, message=result.message, notes=notes, fallback_plan=result.plan
         )
         return _with_state(found, scenario, specs) if state else found
-    walk = _walk(sources, context=context, limit=result.divergence)
+    # Under decision equivalence the runner reports the first difference it did not tolerate;
+    # earlier records may differ in floats within --ulps, and are walked past.
+    walk = _walk(
+        sources, context=context, limit=result.divergence, stop_from=result.divergence or 0
+    )
     if walk.index is None:
         return _not_reproduced(base, result)
     if walk.failed:
@@ -427,7 +432,13 @@ def explain(
         text = failure.text.splitlines()[-1] if isinstance(failure, _Failed) else "failed"
         name = base.names[walk.pair[1]]
         return _not_reproduced(base, result, f"could not explain: on a second run {name}: {text}")
-    found = _divergence(walk, base, sources)
+    tolerated: tuple[str, ...] = ()
+    if walk.first_difference is not None:
+        tolerated = (
+            f"records from {walk.first_difference} on already differed, in floats within the "
+            "--ulps tolerance of decision equivalence; this is the first difference beyond it",
+        )
+    found = _divergence(walk, base, sources, notes=tolerated)
     if result.failed_impl and result.message:
         # The first divergence is the finding; a failure after it is context.
         last = [line for line in result.message.splitlines() if line.strip()]
