@@ -119,6 +119,9 @@ class _StderrTail:
         finally:
             stream.close()  # at end of file: the process (and any child) closed it
 
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
     def text(self, settle_s: float = 0.0) -> str:
         if settle_s:
             self._thread.join(settle_s)  # a dying process's last words
@@ -277,6 +280,7 @@ class ExternalProcess:
         with contextlib.suppress(Exception):
             self.popen.wait(timeout=_SHUTDOWN_WAIT_S)
         self._close_pipes()
+        self.stderr.join(_SHUTDOWN_WAIT_S)
 
     def close(self) -> None:
         """Ask it to shut down, then close its stdin; kill it if it lingers."""
@@ -289,6 +293,7 @@ class ExternalProcess:
         except subprocess.TimeoutExpired:
             self.kill()
         self.broken = True
+        self.stderr.join(_SHUTDOWN_WAIT_S)
 
     def _close_pipes(self) -> None:
         _LIVE.discard(self)
@@ -327,14 +332,17 @@ class ExecFactory:
         return scheduler
 
     def probe(self) -> None:
-        """Start one process now (hello included), so that a command that cannot speak the
-        protocol fails before a run starts; it is kept for the first scenario."""
+        """Start one process now and stop it after its hello, so that a command that cannot
+        speak the protocol fails before a run starts. Stopped, not kept: the process that
+        checks is often the parent of workers that fork, and must not hold a process (and
+        its stderr thread) they would inherit."""
         if any(process.alive for process in self._idle):
             return
         try:
-            self._give_back(self._take())
+            process = self._take()
         except ExternalFault as exc:
             raise ImplementationError(str(exc).replace("\n", " | ")) from None
+        process.close()
 
     def _take(self) -> ExternalProcess:
         if os.getpid() != self._pid:  # inherited through fork: those are the parent's
