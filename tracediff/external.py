@@ -10,7 +10,7 @@ Processes: one per worker process and concurrent use, started on first need and 
 across scenarios with a ``reset`` (a scenario ends when its adapter is garbage collected,
 which hands the process back). A process that died, hung or spoke garbage is killed and the
 next scenario starts a fresh one. It inherits the worker's memory limit (``RLIMIT_AS``), and
-the scenario time limit reaches it because every wait for a reply is a ``select`` that the
+the scenario time limit reaches it because every wait for a reply is a ``poll`` that the
 runner's alarm interrupts; without a time limit a reply still has :data:`REPLY_TIMEOUT_S`.
 
 Its stderr is read by a thread into a bounded buffer (the last :data:`STDERR_KEEP` bytes)
@@ -159,6 +159,11 @@ class ExternalProcess:
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self._in = self.popen.stdin.fileno()
         self._out = self.popen.stdout.fileno()
+        # poll, not select: no FD_SETSIZE limit on the descriptor numbers
+        self._writable = select.poll()
+        self._writable.register(self._in, select.POLLOUT)
+        self._readable = select.poll()
+        self._readable.register(self._out, select.POLLIN)
         self.stderr = _StderrTail(self.popen.stderr)
         _LIVE.add(self)
         hello = self.request(
@@ -215,8 +220,7 @@ class ExternalProcess:
         deadline = time.monotonic() + _reply_timeout()
         while view:
             left = deadline - time.monotonic()
-            _, ready, _ = select.select([], [self._in], [], max(left, 0.0))
-            if not ready:
+            if not self._writable.poll(max(int(left * 1000), 0)):
                 self.fail(f"did not read {what} within {_reply_timeout():g} s")
             try:
                 written = os.write(self._in, view)
@@ -243,8 +247,7 @@ class ExternalProcess:
                 except ProtocolError as exc:
                     self.fail(f"spoke garbage in reply to {what}: {exc}")
             left = deadline - time.monotonic()
-            ready, _, _ = select.select([self._out], [], [], max(left, 0.0))
-            if not ready:
+            if not self._readable.poll(max(int(left * 1000), 0)):
                 self.fail(
                     f"did not answer {what} within {_reply_timeout():g} s (a hang, or a reply "
                     "still in its stdout buffer: flush after each message)"
