@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROFILE ?= quick
 JOBS ?=
 
-.PHONY: setup run test lint typecheck bench coverage fuzz-long gate docs live-setup clean
+.PHONY: setup run test lint typecheck bench coverage native fuzz-long gate docs live-setup clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,14 @@ bench: setup
 coverage: setup
 	$(BIN)/tracediff coverage --profile $(PROFILE)
 
+# The Rust port of the reference (examples/native, std only), checked against the golden
+# digests and timed beside the Python optimized scheduler.
+NATIVE := examples/native/target/release/tracediff-native
+native: setup
+	cargo build --release --offline --manifest-path examples/native/Cargo.toml
+	$(BIN)/tracediff golden check --profile quick --impl 'native=exec:$(NATIVE)'
+	$(BIN)/tracediff bench --impl optimized --impl 'native=exec:$(NATIVE)'
+
 # The trace reader's fuzz test in its long mode (20 000 corruptions; CI runs 300).
 fuzz-long: setup
 	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_trace_fuzz.py -m slow -k long -p no:cacheprovider --hypothesis-show-statistics
@@ -54,4 +62,4 @@ live-setup: setup
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0'
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info examples/native/target
