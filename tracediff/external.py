@@ -310,6 +310,14 @@ _LIVE: set[ExternalProcess] = set()
 _OWNER = os.getpid()
 
 
+def live_pids() -> frozenset[int]:
+    """The implementation processes this process keeps between scenarios (by design, not
+    leaked: a worker's clean-up of its children must spare them)."""
+    if os.getpid() != _OWNER and not _LIVE:
+        return frozenset()
+    return frozenset(p.popen.pid for p in _LIVE if p.popen.poll() is None)
+
+
 @atexit.register
 def _close_all() -> None:
     if os.getpid() != _OWNER:
