@@ -140,6 +140,7 @@ class ExternalProcess:
     def __init__(self, name: str, argv: list[str]) -> None:
         self.name = name
         self.argv = argv
+        self.owner = os.getpid()  # a forked child inherits the object, not the process
         self.broken = False
         self.capabilities: frozenset[str] = frozenset()
         self.version = 0
@@ -307,23 +308,21 @@ class ExternalProcess:
 
 
 _LIVE: set[ExternalProcess] = set()
-_OWNER = os.getpid()
 
 
 def live_pids() -> frozenset[int]:
     """The implementation processes this process keeps between scenarios (by design, not
     leaked: a worker's clean-up of its children must spare them)."""
-    if os.getpid() != _OWNER and not _LIVE:
-        return frozenset()
-    return frozenset(p.popen.pid for p in _LIVE if p.popen.poll() is None)
+    me = os.getpid()
+    return frozenset(p.popen.pid for p in _LIVE if p.owner == me and p.popen.poll() is None)
 
 
 @atexit.register
 def _close_all() -> None:
-    if os.getpid() != _OWNER:
-        return  # a forked child: the processes are its parent's
+    me = os.getpid()
     for process in list(_LIVE):
-        process.close()
+        if process.owner == me:  # not a forked parent's
+            process.close()
 
 
 class ExecFactory:
