@@ -69,6 +69,7 @@ pub struct Params {
     prefill_base_us: i64,
     prefill_token_us: i64,
     eager_shapes: Vec<(i64, i64, i64)>,
+    duration_quantum_us: i64,
 }
 
 impl Params {
@@ -105,6 +106,8 @@ impl Params {
             prefill_base_us: int(p, "prefill_base_us")?,
             prefill_token_us: int(p, "prefill_token_us")?,
             eager_shapes,
+            // absent in scenarios written before the parameter existed: no quantisation
+            duration_quantum_us: p.get("duration_quantum_us").and_then(Value::as_i64).unwrap_or(1),
         })
     }
 }
@@ -325,7 +328,12 @@ fn prior_duration(params: &Params, kind: i64, b_pad: i64, width: i64) -> i64 {
     if params.eager_shapes.contains(&(kind, b_pad, width)) {
         estimate += params.eager_penalty_us;
     }
-    estimate
+    quantised(estimate, params.duration_quantum_us)
+}
+
+/// formulas.quantised: `-(-duration // quantum) * quantum`, Python's floor division.
+fn quantised(duration: i64, quantum: i64) -> i64 {
+    -((-duration).div_euclid(quantum)) * quantum
 }
 
 fn prefill_cost(params: &Params, chunk_tokens: i64) -> i64 {
@@ -519,17 +527,19 @@ impl Scheduler {
         self.table.get(&key).map(|&(_, observed)| observed).unwrap_or(-1)
     }
 
+    /// A grammar lane is host-allocated under every mode (its drafts pass a host mask).
     fn lane_alloc(&self, spec: &Spec) -> i64 {
-        match self.params.allocation.as_str() {
-            "host" => HOST,
-            "device" => DEVICE,
-            _ => {
-                if spec.grammar() || spec.host_stop {
-                    HOST
-                } else {
-                    DEVICE
-                }
-            }
+        let allocation = self.params.allocation.as_str();
+        if allocation == "host" || spec.grammar() {
+            return HOST;
+        }
+        if allocation == "device" {
+            return DEVICE;
+        }
+        if spec.host_stop {
+            HOST
+        } else {
+            DEVICE
         }
     }
 
@@ -549,8 +559,8 @@ impl Scheduler {
             }
             let alloc = self.lane_alloc(spec);
             let mut cap = (MAX_DRAFT as i64).min(remaining - 1);
-            if alloc == HOST && state.offer < cap {
-                cap = state.offer;
+            if state.offer < cap {
+                cap = state.offer; // drafts that were not proposed cannot be verified
             }
             if spec.grammar() && spec.grammar_cap < cap {
                 cap = spec.grammar_cap;
