@@ -95,6 +95,17 @@ def test_one_process_serves_every_scenario_and_a_dead_one_is_replaced() -> None:
     third.process.close()
 
 
+def test_a_served_implementation_reports_its_state() -> None:
+    factory = ExecFactory("served", [sys.executable, "-m", "tracediff.serve", "reference"])
+    scenario = _quick(0)
+    scheduler = factory(scenario)
+    scheduler.arrive(scenario.requests[0], 0)
+    state = scheduler.state()
+    assert state["plan"] == 0
+    assert [r["id"] for r in state["requests"]] == [scenario.requests[0].id]
+    scheduler.process.close()
+
+
 @pytest.mark.parametrize(
     ("broken", "seeds"),
     [
