@@ -440,13 +440,19 @@ def _serve(conn: Connection, shared: Any) -> None:
 def _stop_children() -> tuple[str, ...]:
     """Kill (and reap) what the task left running among this worker's children; returns
     them as "pid (name)". Linux only (``/proc/self/task/*/children``); elsewhere, and for
-    grandchildren, the process-group kill when the worker ends is what stops them."""
+    grandchildren, the process-group kill when the worker ends is what stops them.
+
+    Spared: the processes of ``exec:`` implementations, which a worker keeps between
+    scenarios on purpose (:mod:`tracediff.external`)."""
     pids: set[int] = set()
     with contextlib.suppress(OSError):
         for thread in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError, ValueError):
                 text = Path(f"/proc/self/task/{thread}/children").read_text()
                 pids.update(int(pid) for pid in text.split())
+    external = sys.modules.get("tracediff.external")
+    if external is not None:
+        pids -= external.live_pids()
     found = []
     for pid in sorted(pids):
         name = "?"
