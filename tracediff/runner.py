@@ -483,7 +483,8 @@ Task = tuple[
 
 def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
     """One scenario on an executor's worker (see :mod:`tracediff.executor`)."""
-    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s, equivalence = task
+    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s, *rest = task
+    equivalence = rest[0] if rest else None  # a task of six items compares bytes
     result = run_scenario(
         scenario, specs, timeout_s=timeout_s, progress=progress, equivalence=equivalence
     )

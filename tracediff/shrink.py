@@ -824,10 +824,11 @@ def run_on(
     or in this process without one."""
     if executor is None:
         return run_scenario(scenario, specs, timeout_s=timeout_s)
+    from tracediff.compare.equivalence import Equivalence
     from tracediff.runner import RunOptions, _outcome_result, _run_task
 
     options = RunOptions(impls=tuple(specs), timeout_s=timeout_s)
-    payload = (scenario, tuple(specs), None, timeout_s, None, None)
+    payload = (scenario, tuple(specs), None, timeout_s, None, None, Equivalence())
     (outcome,) = executor.map(_run_task, [payload], deadline_s=options.kill_after_s)
     return _outcome_result(outcome, scenario, options)
 
