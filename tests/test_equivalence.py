@@ -132,8 +132,9 @@ def test_the_explanation_skips_tolerated_floats_to_the_changed_decision() -> Non
     tolerant = run_scenario(scenario, specs, equivalence=Equivalence(DECISIONS, 1))
     assert exact.status == tolerant.status == DIVERGED
     assert tolerant.divergence > exact.divergence
-    assert explain(scenario, specs, exact).kind == "value"
+    floats_only = ("value", "rounding")  # the kinds of a difference in floats alone
+    assert explain(scenario, specs, exact).kind in floats_only
     divergence = explain(scenario, specs, tolerant)
-    assert divergence.kind == "decision"
+    assert divergence.kind not in floats_only
     assert divergence.index == tolerant.divergence
     assert any("within the --ulps tolerance" in note for note in divergence.notes)
