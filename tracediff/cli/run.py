@@ -52,7 +52,13 @@ from tracediff.runner import (
 
 # -- run ------------------------------------------------------------------------------------
 @main.command()
-@click.option("--profile", "profile_name", default=None, help="Seed-set profile (default quick).")
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile: a built-in name, a configured one, or a .toml path (default: the "
+    "configured profile, else quick).",
+)
 @click.option(
     "--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7, 0..9,20."
 )
@@ -115,11 +121,21 @@ from tracediff.runner import (
 @click.option(
     "--regressions",
     "regressions_dir",
-    default="scenarios/regressions",
-    show_default=True,
+    default=None,
     envvar="TRACEDIFF_REGRESSIONS",
+    metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Saved regression scenarios, replayed before the seed set (see tracediff shrink).",
+    help="The regression corpus (scenario .json files, see tracediff shrink --save), replayed "
+    "before the seed set. Default: the configured corpus, else the built-in one.",
+)
+@click.option(
+    "--scenario",
+    "scenario_files",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Run this scenario .json file (e.g. one of the regression corpus) instead of a seed "
+    "set; repeat for more.",
 )
 @click.option("--no-regressions", is_flag=True, help="Do not replay the regression corpus.")
 @click.option(
@@ -142,7 +158,8 @@ def run(
     resume_dir: str | None,
     json_path: str | None,
     explain_k: int,
-    regressions_dir: str,
+    regressions_dir: str | None,
+    scenario_files: tuple[str, ...],
     no_regressions: bool,
     self_check_flag: bool,
     no_progress: bool,
@@ -152,6 +169,9 @@ def run(
     Exit 0 all identical, 1 findings, 2 bad input; 130/143 when Ctrl-C/SIGTERM stopped it
     (the summary of what finished is printed, and kept in the --resume journal).
     """
+    from tracediff.cli import settings
+
+    timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
     if explain_k < 0:
         raise UsageError(f"--explain takes a record count of 0 or more, got {explain_k}")
@@ -169,13 +189,25 @@ def run(
     check_output_dir(artifacts, "--artifacts")
     check_output_dir(resume_dir, "--resume")
     check_output_file(json_path, "--json")  # after those: it may be inside one of them
-    scenarios = _scenarios(profile_name, seeds)
-    if not no_regressions:
-        from tracediff.regressions import DEFAULT_DIR, load_corpus
+    if scenario_files:
+        from tracediff.regressions import load_scenario
+
+        if profile_name is not None or seeds is not None:
+            raise UsageError("--scenario runs the given files only; drop --profile/--seeds")
+        scenarios = [load_scenario(path) for path in scenario_files]
+    else:
+        scenarios = _scenarios(profile_name, seeds)
+    corpus_dir = None
+    if not no_regressions and not scenario_files:
+        corpus_dir = settings.read_dir(regressions_dir, "regressions", "--regressions")
+    if corpus_dir is not None:
+        from tracediff.regressions import REGRESSION_PREFIX, load_corpus
 
         # Past failures first, every time: they are small and the likeliest to catch a bug.
-        corpus = load_corpus(regressions_dir, missing_ok=regressions_dir == DEFAULT_DIR)
-        labelled = [dataclasses.replace(s, profile=f"regression:{s.profile}") for s in corpus]
+        corpus = load_corpus(corpus_dir)
+        labelled = [
+            dataclasses.replace(s, profile=f"{REGRESSION_PREFIX}{s.profile}") for s in corpus
+        ]
         scenarios = labelled + scenarios
     options = RunOptions(
         impls=specs,

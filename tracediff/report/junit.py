@@ -1,7 +1,12 @@
 """The JUnit XML presenter: one test case per scenario, for CI test-result views.
 
 Layout: ``<testsuites>`` holding one ``<testsuite>`` per suite (``regressions``, the
-profile, ``diff``) and one for the gate's steps. A diverged scenario is a ``<failure>``
+profile, ``golden``, ``diff``) and one for the gate's steps (``tracediff.gate``). In a gate
+every scenario is one test case, in exactly one suite: the corpus's in
+``tracediff.regressions``, a profile scenario whose implementations agree with one another
+but not with the accepted golden digests in ``tracediff.golden``, every other profile
+scenario in ``tracediff.<profile>``. Each failure's body ends with the command that
+reproduces it. A diverged scenario is a ``<failure>``
 whose ``type`` is the divergence kind and whose message names the signature and the place;
 an implementation that raised or hung is an ``<error>``. The body is the explanation as
 plain text. Written with the standard library's ElementTree, so every string is escaped.
@@ -79,7 +84,12 @@ def _suite(root: ET.Element, name: str, outcomes: Iterable[ScenarioOutcome]) -> 
             type=d.kind if d else outcome.status,
             message=_clean(_message(outcome, d)),
         )
-        element.text = _clean(_body(d) if d else outcome.status)
+        body = _body(d) if d else (outcome.explanation or outcome.status)
+        if d is not None and outcome.explanation:
+            body += f"\nnote: {outcome.explanation}"
+        if outcome.reproduce:
+            body += f"\nreproduce: {outcome.reproduce}"
+        element.text = _clean(body)
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("time", f"{seconds:.3f}")
@@ -105,7 +115,7 @@ def _steps(root: ET.Element, steps: Iterable[StepOutcome]) -> dict[str, int]:
 
 def _message(outcome: ScenarioOutcome, d: Divergence | None) -> str:
     if d is None:
-        return f"{outcome.label}: {outcome.status}"
+        return f"{outcome.label}: {outcome.explanation or outcome.status}"
     return f"{d.signature} at {d.location} ({describe.where(d)})"
 
 

@@ -283,6 +283,16 @@ def report_renderable(report: DiffReport, *, explained: int = 3) -> RenderableTy
         if len(groups) > explained:
             parts.append(Text(f"... {len(groups) - explained} more signatures in the reports"))
     findings = report.findings
+    plain = [f for f in findings if f.divergence is None and f.explanation]
+    if plain:
+        table = Table(title=f"other findings ({len(plain)})", header_style="bold")
+        table.add_column("scenario")
+        table.add_column("explanation", overflow="fold")
+        for item in plain[:MAX_LISTED]:
+            table.add_row(item.label, item.explanation)
+        if len(plain) > MAX_LISTED:
+            table.caption = f"... and {len(plain) - MAX_LISTED} more"
+        parts.append(table)
     if report.ok:
         verdict = Text(
             f"all good: {describe.plural(len(report.outcomes), 'scenario')}, "
