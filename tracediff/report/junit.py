@@ -49,7 +49,10 @@ def render(report: DiffReport) -> str:
         for key in total:
             total[key] += counts[key]
     if report.steps:
-        counts = _steps(root, report.steps)
+        # A failed step whose findings are test cases above is not counted again: the total
+        # of failures is the number of findings (a step fails on its own only when it found
+        # nothing to report, e.g. it was interrupted or had nothing to check).
+        counts = _steps(root, report.steps, counted=total["failures"] + total["errors"] > 0)
         for key in total:
             total[key] += counts[key]
     for key, value in total.items():
@@ -96,13 +99,15 @@ def _suite(root: ET.Element, name: str, outcomes: Iterable[ScenarioOutcome]) -> 
     return counts
 
 
-def _steps(root: ET.Element, steps: Iterable[StepOutcome]) -> dict[str, int]:
+def _steps(root: ET.Element, steps: Iterable[StepOutcome], *, counted: bool) -> dict[str, int]:
     suite = ET.SubElement(root, "testsuite", name="tracediff.gate")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for step in steps:
         counts["tests"] += 1
         case = ET.SubElement(suite, "testcase", classname="tracediff.gate", name=step.name)
-        if step.status == FAILED:
+        if step.status == FAILED and counted:
+            ET.SubElement(case, "system-out").text = _clean(f"failed: {step.detail}")
+        elif step.status == FAILED:
             counts["failures"] += 1
             ET.SubElement(case, "failure", type="gate", message=_clean(step.detail))
         elif step.status in (NOT_CONFIGURED, EMPTY):
