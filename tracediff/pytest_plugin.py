@@ -125,7 +125,7 @@ class ScenarioItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"tracediff {self.scenario.profile}:{self.scenario.seed}"
+        return self.path, None, self.name
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -13,6 +13,7 @@ from tracediff.cli import (  # noqa: F401
     coverage,
     gate,
     golden,
+    init,
     replay,
     run,
     shrink,
