@@ -90,12 +90,14 @@ def verdict_text(summary: RunSummary) -> Text:
     names = " vs ".join(summary.impls)
     if summary.interrupted:
         return Text(
-            f"interrupted: {summary.scenarios} scenarios finished, {summary.skipped} not run",
+            f"interrupted: {describe.plural(summary.scenarios, 'scenario')} finished, "
+            f"{summary.skipped} not run",
             style="bold yellow",
         )
     if summary.ok:
         return Text(
-            f"identical: {summary.scenarios:,} scenarios, {summary.plans:,} plans, {names}",
+            f"identical: {describe.plural(summary.scenarios, 'scenario')}, "
+            f"{describe.plural(summary.plans, 'plan')}, {names}",
             style="bold green",
         )
     diverged = summary.count(DIVERGED)
@@ -106,7 +108,8 @@ def verdict_text(summary: RunSummary) -> Text:
     if failed:
         parts.append(f"{failed:,} failed (error or timeout)")
     return Text(
-        f"FINDINGS: {', '.join(parts)} of {summary.scenarios:,} scenarios ({names})",
+        f"FINDINGS: {', '.join(parts)} of {describe.plural(summary.scenarios, 'scenario')} "
+        f"({names})",
         style="bold red",
     )
 
