@@ -144,7 +144,13 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
 
 @main.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--plan", "plan_number", type=int, default=None, help="Show this plan record.")
+@click.option(
+    "--plan",
+    "plan_number",
+    type=int,
+    default=None,
+    help="Show this plan record as JSON, every field by name.",
+)
 @click.option("--jsonl", is_flag=True, help="Every record as one JSON line (for jq).")
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
@@ -160,6 +166,11 @@ def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     if plan_number is not None:
         for record_ in reader.decoded_records():
             if record_.get("t") == "plan" and record_.get("plan") == plan_number:
+                from tracediff.report.show import labelled
+
+                columns = reader.header.get("columns")
+                if isinstance(columns, dict):  # name every positional field
+                    record_ = labelled(record_, columns)
                 click.echo(json.dumps(record_, indent=1))
                 return
         raise UsageError(f"{trace} has no plan {plan_number}")
