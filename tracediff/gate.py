@@ -74,8 +74,13 @@ def reproduce_seed(profile: str, seed: int, specs: Sequence[ImplSpec]) -> str:
     return f"tracediff run --profile {shlex.quote(profile)} --seeds {seed} {_impl_args(specs)}"
 
 
-def run_gate(options: GateOptions, on_progress: Callable[[str], None]) -> GateResult:
-    """Run the gate's steps and return the report (the caller presents and writes it)."""
+def run_gate(
+    options: GateOptions,
+    on_progress: Callable[[str], None],
+    on_result: Callable[[object], None] | None = None,
+) -> GateResult:
+    """Run the gate's steps and return the report (the caller presents and writes it).
+    ``on_result`` sees each scenario's runner result as it finishes."""
     from tracediff.regressions import REGRESSION_PREFIX, load_scenario
 
     started = time.perf_counter()
@@ -95,7 +100,7 @@ def run_gate(options: GateOptions, on_progress: Callable[[str], None]) -> GateRe
         ]
         on_progress(f"regressions: {plural(len(labelled), 'scenario')} ...")
         step, found, interrupted, _ = _run_step(
-            "regressions", REGRESSIONS_SUITE, labelled, options, "regressions"
+            "regressions", REGRESSIONS_SUITE, labelled, options, "regressions", on_result
         )
         reproduce = {
             (s.profile, s.seed): f"tracediff run --scenario {shlex.quote(str(path))} "
@@ -118,7 +123,7 @@ def run_gate(options: GateOptions, on_progress: Callable[[str], None]) -> GateRe
         name = f"profile {options.profile}"
         on_progress(f"{name}: {plural(len(options.scenarios), 'scenario')} ...")
         step, found, interrupted, results = _run_step(
-            name, options.profile, list(options.scenarios), options, options.profile
+            name, options.profile, list(options.scenarios), options, options.profile, on_result
         )
         found = [
             dataclasses.replace(o, reproduce=reproduce_seed(options.profile, o.seed, options.impls))
@@ -160,6 +165,7 @@ def _run_step(
     scenarios: Sequence[Scenario],
     options: GateOptions,
     artifacts_sub: str,
+    on_result: Callable[[object], None] | None = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome], int | None, list[object]]:
     """Run one step's scenarios and explain its findings: (step, outcomes, stop signal,
     the runner's results)."""
@@ -172,7 +178,7 @@ def _run_step(
         artifacts=os.path.join(options.artifacts, _safe(artifacts_sub)),
         timeout_s=options.timeout_s,
     )
-    summary = run_scenarios(scenarios, run_options)
+    summary = run_scenarios(scenarios, run_options, on_result)
     outcomes = explain_results(
         scenarios,
         summary.results,

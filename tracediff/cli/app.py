@@ -37,8 +37,16 @@ def exit_interrupted(signum: int) -> int:
 WIDE = 200  # columns when the output is not a terminal: a log or a file keeps whole lines
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # Rich exits with status 1 here; let the command decide (quiet_broken_pipe and the
+        # group's handler exit with the command's own status).
+        self.quiet = True
+        raise BrokenPipeError()
+
+
 def _console(stderr: bool = False) -> Console:
-    console = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    console = _Console(stderr=stderr, highlight=False, soft_wrap=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Rich assumes 80 columns off a terminal; a CI log would get paths cut in half.
         console.width = WIDE

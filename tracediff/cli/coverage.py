@@ -12,7 +12,12 @@ from tracediff.errors import UsageError
 
 
 @main.command()
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
 @click.option(
     "--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7, 0..9,20."
 )
@@ -24,25 +29,35 @@ from tracediff.errors import UsageError
     default=None,
     help="Also write the report as JSON to this file (per feature and per scenario).",
 )
-def coverage(profile_name: str, seeds: str | None, jobs: int | None, json_path: str | None) -> None:
+@click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
+def coverage(
+    profile_name: str | None,
+    seeds: str | None,
+    jobs: int | None,
+    json_path: str | None,
+    no_progress: bool,
+) -> None:
     """Per scheduler feature, how many scenarios and plans of a profile exercised it.
 
     Drives the reference over the seed set. Exits 1 when some required feature is exercised
     by no scenario (the profile cannot catch a divergence there), 0 otherwise; the round-size
     rows marked (info) are reported but do not decide the exit code.
     """
+    from tracediff.cli.heartbeat import Counter, heartbeat
+    from tracediff.cli.settings import profile as default_profile
     from tracediff.coverage import coverage as measure
     from tracediff.coverage import coverage_to_dict
     from tracediff.report.coverage import coverage_renderable
     from tracediff.scenario.profiles import load_profile, parse_seeds
 
-    profile = load_profile(profile_name)
+    profile = load_profile(default_profile(profile_name))
     chosen = parse_seeds(seeds) if seeds else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     if json_path:
         _check_writable(json_path)
-    report = measure(profile, chosen, _jobs(jobs))
+    with heartbeat(Counter("coverage"), enabled=not no_progress):
+        report = measure(profile, chosen, _jobs(jobs))
     _console().print(coverage_renderable(report))
     if json_path:
         from tracediff.atomic import write_text_atomic

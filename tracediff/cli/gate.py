@@ -118,6 +118,7 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
     help="Records shown before each divergence.",
 )
 @click.option("--fail-fast", is_flag=True, help="Stop after the first step with findings.")
+@click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def gate(
     profile_name: str | None,
     seeds: str | None,
@@ -135,6 +136,7 @@ def gate(
     timeout_s: float | None,
     context: int,
     fail_fast: bool,
+    no_progress: bool,
 ) -> None:
     """The CI gate: the regression corpus, then the profile and its golden digests (from
     one run). Exit 0 all good, 1 findings (each scenario counted once), 2 bad input or
@@ -184,7 +186,16 @@ def gate(
         fail_fast=fail_fast,
         golden_flag=f"--golden-dir {golden_given}" if golden_given else None,
     )
-    result = run_gate(options, lambda line: click.echo(f"gate: {line}", err=True))
+    from tracediff.cli.heartbeat import Counter, heartbeat
+
+    total = len(options.corpus) + len(options.scenarios)
+    with heartbeat(Counter("gate", total=total), enabled=not no_progress) as counter:
+
+        def count(result: object) -> None:
+            counter.done += 1
+            counter.findings += getattr(result, "status", "identical") != "identical"
+
+        result = run_gate(options, lambda line: click.echo(f"gate: {line}", err=True), count)
     report = result.report
     # Files first: a reader that closes stdout early (gate | head) must not cost the reports.
     _write_reports(report, junit_path, markdown_path, html_path, json_path, artifacts_dir)

@@ -379,8 +379,14 @@ def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: 
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
-@click.option("--no-progress", is_flag=True)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the result as JSON to this file.",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def selfcheck(
     profile_name: str | None,
     seeds: str | None,

@@ -145,7 +145,11 @@ from tracediff.runner import (
     help="Also run each implementation twice per scenario and report nondeterminism apart "
     "from divergence.",
 )
-@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
+@click.option(
+    "--no-progress",
+    is_flag=True,
+    help="No progress bar on a terminal, and no periodic progress line in a log.",
+)
 def run(
     profile_name: str | None,
     seeds: str | None,
@@ -291,11 +295,18 @@ def _signal_name(summary: RunSummary) -> str:
 
 
 def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool) -> RunSummary:
-    from tracediff.runner import run_scenarios
 
     console = _console(stderr=True)
     if not show or not console.is_terminal:
-        return run_scenarios(scenarios, options)
+        from tracediff.cli.heartbeat import Counter, heartbeat
+
+        with heartbeat(Counter("run", total=len(scenarios)), enabled=show) as counter:
+
+            def count(result: ScenarioResult) -> None:
+                counter.done += 1
+                counter.findings += result.status != IDENTICAL
+
+            return _run_scenarios_cb(scenarios, options, count)
     findings = 0
     plans = 0
     progress = Progress(

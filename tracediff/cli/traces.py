@@ -23,9 +23,20 @@ from tracediff.impls import parse_impl
 
 # -- record / diff / show ----------------------------------------------------------------------
 @main.command()
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
 @click.option("--seed", type=int, required=True, help="The scenario's seed within the profile.")
-@click.option("--impl", "impl", default="reference", show_default=True)
+@click.option(
+    "--impl",
+    "impl",
+    default="reference",
+    show_default=True,
+    help="The implementation to record (built-in name or package.module:attr).",
+)
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
     "-o",
@@ -34,7 +45,7 @@ from tracediff.impls import parse_impl
     required=True,
     help="Trace file to write (atomically).",
 )
-def record(profile_name: str, seed: int, impl: str, check: bool, output: str) -> None:
+def record(profile_name: str | None, seed: int, impl: str, check: bool, output: str) -> None:
     """Record one scenario through one implementation into a trace file."""
     from tracediff.runner import write_trace
 

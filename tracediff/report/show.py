@@ -41,9 +41,11 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         if kind == "plan":
             round_ = record.get("round")
             rounds["none" if round_ is None else str(round_[0])] += 1
-    table = Table(title=path, show_header=False)
-    table.add_column("field")
-    table.add_column("value")
+    # The path is a row, not the title: a title wraps at the table's width and cuts it.
+    table = Table(show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_row("file", path)
     table.add_row("scenario", f"{scenario.get('profile')}:{scenario.get('seed')}")
     table.add_row("requests", str(len(scenario.get("requests", []))))
     params = scenario.get("params", {})
