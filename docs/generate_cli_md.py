@@ -34,7 +34,16 @@ def render() -> str:
                 )
                 walk(sub, child, [*path, name])
 
-    root = click.Context(main, info_name="tracediff", terminal_width=WIDTH, max_content_width=WIDTH)
+    # The group's own context settings (-h as well as --help), as the installed command has
+    # them; click caches each command's help option, so the page must not depend on whether
+    # the command already ran in this process.
+    root = click.Context(
+        main,
+        info_name="tracediff",
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+        **main.context_settings,
+    )
     walk(main, root, ["tracediff"])
     return "\n".join(out)
 
