@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -231,6 +232,11 @@ def test_each_finding_is_counted_once_with_its_explanation_and_reproduction(
     annotations = [line for line in result.stdout.splitlines() if line.startswith("::error")]
     assert len(annotations) == 3
     assert annotations[0].startswith("::error title=tracediff regressions%3A regression%3A")
+    # every reproduce command runs as written and shows its finding again (exit 1)
+    for name, body in bodies.items():
+        command = body.rsplit("reproduce: ", 1)[1].strip()
+        again = CliRunner().invoke(main, shlex.split(command)[1:])
+        assert again.exit_code == 1, (name, command, again.output)
 
 
 def test_a_passing_gate_from_a_subdirectory_uses_the_project_configuration(
