@@ -39,10 +39,11 @@ WIDE = 200  # columns when the output is not a terminal: a log or a file keeps w
 
 class _Console(Console):
     def on_broken_pipe(self) -> None:
-        # Rich exits with status 1 here; let the command decide (quiet_broken_pipe and the
-        # group's handler exit with the command's own status).
+        # Rich exits with status 1 here. The reader went away, which is no failure of the
+        # command: stop writing to the pipe and let the command finish (write its files) and
+        # exit with its own status.
         self.quiet = True
-        raise BrokenPipeError()
+        silence_stdout()
 
 
 def _console(stderr: bool = False) -> Console:
