@@ -179,7 +179,9 @@ def check_command(
     console.print(table)
     if outcome.artifacts:
         folders = sorted({str(Path(a).parent) for a in outcome.artifacts})
-        console.print(f"kept {len(outcome.artifacts)} files in {', '.join(folders)}", markup=False)
+        console.print(
+            f"kept {plural(len(outcome.artifacts), 'file')} in {', '.join(folders)}", markup=False
+        )
     console.print(
         f"MISMATCH: {spec.name} differs from {outcome.manifest} on "
         f"{plural(len(outcome.mismatches), 'scenario')}",
@@ -238,7 +240,8 @@ def update_command(
                 f"  seed {failure.seed}: {failure.status}: {failure.message}", markup=False
             )
         console.print(
-            f"golden update failed: {impl} failed on {len(outcome.failures)} scenarios of "
+            f"golden update failed: {impl} failed on "
+            f"{plural(len(outcome.failures), 'scenario')} of "
             f"{outcome.profile}; nothing written",
             style="bold red",
         )
@@ -268,7 +271,7 @@ def _change_renderable(change: Any) -> Any:
     table.add_column("what")
     table.add_column("seeds")
     if change.current is None:
-        table.add_row("new manifest", f"{len(change.added)} seeds")
+        table.add_row("new manifest", plural(len(change.added), "seed"))
     else:
         table.add_row("added", _seeds(change.added))
         table.add_row("removed", _seeds(change.removed))
@@ -343,7 +346,8 @@ def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
 
     for resolution in accept(profile_name, golden_dir=golden_dir):
         _text_console().print(
-            f"accepted golden {resolution.profile}: {len(resolution.moved)} files in place"
+            f"accepted golden {resolution.profile}: "
+            f"{plural(len(resolution.moved), 'file')} in place"
             + (f", {len(resolution.removed)} old traces removed" if resolution.removed else ""),
             markup=False,
         )

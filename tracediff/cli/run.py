@@ -39,6 +39,7 @@ from tracediff.cli.app import (
 )
 from tracediff.errors import UsageError
 from tracediff.impls import CHECKED
+from tracediff.report.describe import plural
 from tracediff.runner import (
     DIVERGED,
     ERROR,
@@ -335,7 +336,7 @@ def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool)
                 task,
                 advance=1,
                 rate=f"{plans / elapsed:,.0f}" if elapsed > 0 else "-",
-                findings=f"[red]{findings} findings" if findings else "no findings",
+                findings=f"[red]{plural(findings, 'finding')}" if findings else "no findings",
             )
 
         return _run_scenarios_cb(scenarios, options, on_result)

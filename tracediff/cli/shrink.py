@@ -16,6 +16,7 @@ from rich.table import Table
 from tracediff.cli import settings
 from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
 from tracediff.errors import UsageError
+from tracediff.report.describe import plural
 
 
 def _text_console(stderr: bool = False) -> Console:
@@ -166,7 +167,7 @@ def shrink(
 
         def on_progress(p: ShrinkProgress) -> None:
             show(
-                f"[{p.pass_name}] {p.requests} requests, {p.plans} plans; "
+                f"[{p.pass_name}] {plural(p.requests, 'request')}, {plural(p.plans, 'plan')}; "
                 f"{p.attempts} tried, {p.improvements} kept, {p.elapsed:.0f} s"
             )
 
@@ -363,7 +364,10 @@ def fuzz(
     with _progress_line(not no_progress, "fuzzing") as show:
 
         def on_progress(p: FuzzProgress) -> None:
-            show(f"{p.phase}: {p.examples} scenarios, {p.failures} failures, {p.elapsed:.0f} s")
+            show(
+                f"{p.phase}: {plural(p.examples, 'scenario')}, "
+                f"{plural(p.failures, 'failure')}, {p.elapsed:.0f} s"
+            )
 
         result = run_fuzz(
             specs,
@@ -379,11 +383,11 @@ def fuzz(
     names = " vs ".join(result.impls)
     if result.ok:
         console.print(
-            f"no failure: {result.examples} scenarios, {names} ({result.seconds:.1f} s)",
+            f"no failure: {plural(result.examples, 'scenario')}, {names} ({result.seconds:.1f} s)",
             style="bold green",
         )
         sys.exit(EXIT_OK)
-    table = Table(title=f"fuzz: {len(result.failures)} failures", header_style="bold")
+    table = Table(title=f"fuzz: {plural(len(result.failures), 'failure')}", header_style="bold")
     for column in ("signature", "found (requests)", "shrunk (requests, plans)", "saved"):
         table.add_column(column)
     for failure in result.failures:
@@ -405,7 +409,8 @@ def fuzz(
         )
     console.print(table)
     console.print(
-        f"DIVERGED: {len(result.failures)} distinct failures in {result.examples} scenarios "
+        f"DIVERGED: {plural(len(result.failures), 'distinct failure')} in "
+        f"{plural(result.examples, 'scenario')} "
         f"({names}, {result.seconds:.1f} s, --seed {seed})",
         style="bold red",
     )
