@@ -6,14 +6,14 @@ STAMP := $(VENV)/.installed
 PROFILE ?= quick
 JOBS ?=
 
-.PHONY: setup run test lint typecheck bench fuzz-long gate docs live-setup clean
+.PHONY: setup run test lint typecheck bench coverage fuzz-long gate docs live-setup clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
 	touch $(STAMP)
 
 run: setup
@@ -31,6 +31,10 @@ typecheck: setup
 
 bench: setup
 	$(BIN)/tracediff bench
+
+# Rule coverage: which features and rule clauses the profile makes decide (CI: quick).
+coverage: setup
+	$(BIN)/tracediff coverage --profile $(PROFILE)
 
 # The trace reader's fuzz test in its long mode (20 000 corruptions; CI runs 300).
 fuzz-long: setup

@@ -262,3 +262,50 @@ def test_a_passing_gate_from_a_subdirectory_uses_the_project_configuration(
     missing = CliRunner().invoke(main, ["gate", "-j", "1", "--seeds", "0"])
     assert missing.exit_code == 2, missing.output
     assert "[tool.tracediff] golden" in missing.output and "does not exist" in missing.output
+
+
+def test_every_scenario_and_re_run_of_the_gate_goes_through_its_executor(tmp_path: Path) -> None:
+    """Seed 37 diverges (run, then explained); seed 40's digest is wrong in the manifest
+    while both implementations agree (its reference change is re-run): all on the executor
+    the caller gave, none in this process behind its back."""
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from tracediff.executor.base import Outcome, Task
+    from tracediff.executor.inline import InlineExecutor
+    from tracediff.gate import GateOptions, run_gate
+    from tracediff.impls import parse_impl
+
+    seen: list[tuple[str, int]] = []
+
+    class Recording(InlineExecutor):
+        def stream(
+            self,
+            task: Task,
+            items: Iterable[tuple[int, Any]],
+            on_outcome: Callable[[Outcome], None],
+            **kwargs: Any,
+        ) -> None:
+            items = list(items)
+            seen.append((getattr(task, "__name__", "?"), len(items)))
+            super().stream(task, items, on_outcome, **kwargs)
+
+    profile = load_profile("quick")
+    options = GateOptions(
+        profile="quick",
+        scenarios=(generate(profile, 37), generate(profile, 40)),
+        impls=(parse_impl("reference"), parse_impl(STALE)),
+        seeds_given=True,
+        golden_dir=_altered_manifest(tmp_path, (40,)),
+        artifacts=str(tmp_path / "artifacts"),
+    )
+    with Recording() as executor:
+        result = run_gate(options, lambda _line: None, executor=executor)
+    assert [(o.label, o.suite) for o in result.report.findings] == [
+        ("quick:37", "quick"),
+        ("quick:40", "golden"),
+    ]
+    tasks = dict(seen)
+    assert tasks["_run_task"] == 2  # each scenario once
+    assert tasks["_explain_task"] == 1  # seed 37's divergence
+    assert tasks["_reference_change_task"] == 1  # seed 40's golden mismatch

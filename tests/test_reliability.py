@@ -139,7 +139,7 @@ def test_a_worker_that_dies_is_an_error_finding_and_the_run_goes_on(
     only_finding(summary, BAD_SEED, ERROR)
     (dead,) = [r for r in summary.results if r.status == ERROR]
     assert (dead.failed_impl, dead.plan) == (f"tests.impls.malformed:{name}", BAD_AT)
-    assert death in dead.message and "a fresh worker took over" in dead.message
+    assert death in dead.message and "worker died twice" in dead.message
     if "SIGSEGV" in death:
         assert "Segmentation fault" in dead.message and "malformed.py" in dead.message
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,6 +19,7 @@ from tracediff.selfcheck import (
     DETERMINISTIC,
     ERROR,
     NONDETERMINISTIC,
+    TIMEOUT,
     self_check,
     self_check_scenario,
 )
@@ -116,3 +118,28 @@ def test_run_self_check_reports_nondeterminism_and_exits_1(tmp_path: Path) -> No
     assert data["self_check"]["nondeterministic"] >= 1
     plain = CliRunner().invoke(main, ["run", "--seeds", "3", "-j", "1", "--self-check"])
     assert plain.exit_code == 0, plain.output
+
+
+class SlowFirstScheduler(ReferenceScheduler):
+    """Stalls in its first plan the first time it is built in a process, never after."""
+
+    built: ClassVar[int] = 0
+
+    def __init__(self, scenario: Any) -> None:
+        super().__init__(scenario)
+        type(self).built += 1
+        self._stall = type(self).built == 1
+
+    def plan(self, now: int) -> dict[str, Any]:
+        if self._stall:
+            self._stall = False
+            time.sleep(10)  # the time limit interrupts it
+        return super().plan(now)
+
+
+def test_a_run_that_times_out_where_the_other_did_not_is_a_timeout_not_nondeterminism() -> None:
+    SlowFirstScheduler.built = 0
+    spec = parse_impl("tests.test_selfcheck:SlowFirstScheduler")
+    result = self_check_scenario(_scenario(), spec, timeout_s=0.5)
+    assert result.status == TIMEOUT, result
+    assert "first run: timeout, second run: ok" in result.message

@@ -124,13 +124,21 @@ def compare_implementations(
         raise ValueError("compare_implementations needs at least two implementations")
     for spec in specs:
         load(spec)
-    summary = run_scenarios(chosen, RunOptions(impls=specs, jobs=max(1, jobs), timeout_s=timeout))
-    pairs = list(zip(chosen, summary.results, strict=False))
-    found = iter(
-        explain_many(
-            [(s, r) for s, r in pairs if r.status != IDENTICAL], specs, context=context, jobs=jobs
+    options = RunOptions(impls=specs, jobs=max(1, jobs), timeout_s=timeout)
+    # One executor for the run and its explanations (a local pool when isolated or jobs > 1).
+    with options.open_executor(len(chosen)) as executor:
+        summary = run_scenarios(chosen, options, executor=executor)
+        pairs = list(zip(chosen, summary.results, strict=False))
+        found = iter(
+            explain_many(
+                [(s, r) for s, r in pairs if r.status != IDENTICAL],
+                specs,
+                context=context,
+                executor=executor,
+                timeout_s=timeout,
+                deadline_s=options.kill_after_s,
+            )
         )
-    )
     names = tuple(spec.name for spec in specs)
     out = []
     for scenario, result in pairs:

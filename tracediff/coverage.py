@@ -46,13 +46,12 @@ decided, in at least one scenario.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import signal
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tracediff.executor import DONE, Executor, Outcome, grace, open_executor, time_limit
 from tracediff.scenario.model import Scenario
 from tracediff.scenario.profiles import Profile
 from tracediff.sched.clauses import BY_NAME as CLAUSES_BY_NAME
@@ -332,6 +331,8 @@ class CoverageReport:
     scenarios: tuple[ScenarioCoverage, ...]  # in seed order
     wall_seconds: float = 0.0
     clauses: tuple[FeatureCoverage, ...] = ()  # rule clauses; empty when not measured
+    # seeds that could not be measured (the implementation failed, its worker died), why
+    failures: tuple[tuple[int, str], ...] = ()
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -345,6 +346,11 @@ class CoverageReport:
     def complete(self) -> bool:
         return not self.missing
 
+    @property
+    def ok(self) -> bool:
+        """Complete, and every seed measured."""
+        return self.complete and not self.failures
+
 
 def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCoverage:
     """Drive one scenario through ``impl`` (the reference by default) and analyse its trace.
@@ -353,10 +359,11 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
     """
     if impl == "reference":
         from tracediff.engine.driver import drive
+        from tracediff.runner import private_copy
         from tracediff.sched.decided import DecidingReference
 
-        observed = DecidingReference(scenario)
-        result = analyse_trace(drive(scenario, observed))
+        observed = DecidingReference(private_copy(scenario))
+        result = analyse_trace(drive(private_copy(scenario), observed))
         decided = tuple(observed.decided[name] for name in CLAUSE_NAMES)
     else:
         from tracediff.impls import parse_impl
@@ -373,16 +380,14 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
     )
 
 
-def _worker(args: tuple[Profile, int, str]) -> ScenarioCoverage:
+def _task(
+    args: tuple[Profile, int, str, float | None], _progress: Any, _notify: Any
+) -> ScenarioCoverage:
     from tracediff.scenario.generator import generate
 
-    profile, seed, impl = args
-    return scenario_coverage(generate(profile, seed), impl)
-
-
-def _ignore_interrupts() -> None:
-    # The parent handles Ctrl-C (the pool shuts down); workers must not print tracebacks.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    profile, seed, impl, timeout_s = args
+    with time_limit(timeout_s):
+        return scenario_coverage(generate(profile, seed), impl)
 
 
 def coverage(
@@ -391,23 +396,42 @@ def coverage(
     jobs: int = 1,
     *,
     impl: str = "reference",
+    executor: Executor | None = None,
+    timeout_s: float | None = None,
 ) -> CoverageReport:
     """Per feature, how many scenarios and plans of ``profile`` exercised it.
 
-    ``seeds`` defaults to the profile's own. With ``jobs`` > 1 scenarios run in worker
-    processes; results are in seed order either way, so the report does not depend on it.
+    ``seeds`` defaults to the profile's own. Scenarios run on ``executor`` (else worker
+    processes when ``jobs`` > 1, else this process); results are in seed order either way,
+    so the report does not depend on it. A seed that cannot be measured (the implementation
+    raises, times out or kills its worker) is listed in the report's ``failures``.
     """
     started = time.perf_counter()
-    chosen = tuple(profile.seeds if seeds is None else seeds)
-    work = [(profile, seed, impl) for seed in chosen]
-    if jobs <= 1 or len(work) <= 1:
-        results = [_worker(item) for item in work]
-    else:
-        with cf.ProcessPoolExecutor(
-            max_workers=min(jobs, len(work)), initializer=_ignore_interrupts
-        ) as pool:
-            results = list(pool.map(_worker, work))
-    return summarise(profile.name, impl, results, time.perf_counter() - started)
+    chosen_seeds = tuple(profile.seeds if seeds is None else seeds)
+    work = [(profile, seed, impl, timeout_s) for seed in chosen_seeds]
+    chosen = executor
+    if chosen is None:
+        chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work) or 1))
+    deadline = None if timeout_s is None else timeout_s + grace(timeout_s)
+    try:
+        outcomes = chosen.map(_task, work, deadline_s=deadline)
+    finally:
+        if executor is None:
+            chosen.close()
+    results = [o.value for o in outcomes if o.kind == DONE]
+    failures = tuple(
+        (seed, _failure(o, timeout_s))
+        for seed, o in zip(chosen_seeds, outcomes, strict=True)
+        if o.kind != DONE
+    )
+    report = summarise(profile.name, impl, results, time.perf_counter() - started)
+    return replace(report, failures=failures)
+
+
+def _failure(outcome: Outcome, timeout_s: float | None) -> str:
+    if "ScenarioTimeout" in outcome.detail:
+        return f"exceeded the {timeout_s:g} s scenario time limit"
+    return outcome.failure(timeout_s)
 
 
 def summarise(
@@ -424,6 +448,7 @@ def summarise(
         for i, name in enumerate(FEATURES)
     )
     measured = bool(results) and all(r.decided for r in results)
+    # Only the observed reference measures clauses: another implementation's are empty.
     clauses = tuple(
         FeatureCoverage(
             name,
@@ -432,6 +457,7 @@ def summarise(
             plans=sum(r.decided[i] for r in results),
         )
         for i, name in enumerate(CLAUSE_NAMES)
+        if measured
     )
     return CoverageReport(
         profile=profile,
@@ -456,6 +482,7 @@ def coverage_to_dict(report: CoverageReport) -> dict[str, Any]:
         "plans": report.plans,
         "wall_seconds": round(report.wall_seconds, 3),
         "missing": list(report.missing),
+        "failures": [{"seed": seed, "message": why} for seed, why in report.failures],
         "features": [
             {"name": f.name, "required": f.required, "scenarios": f.scenarios, "plans": f.plans}
             for f in report.features
@@ -504,8 +531,10 @@ def coverage_from_dict(data: Any) -> CoverageReport:
             )
             for s in data["per_scenario"]
         )
-        return summarise(
+        report = summarise(
             str(data["profile"]), str(data["impl"]), scenarios, float(data["wall_seconds"])
         )
+        failures = tuple((int(f["seed"]), str(f["message"])) for f in data.get("failures", ()))
+        return replace(report, failures=failures)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"malformed {FORMAT} document: {exc!r}") from None

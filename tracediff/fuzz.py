@@ -6,6 +6,12 @@ A scenario is a failure when they do not agree; Hypothesis shrinks it with its o
 shrinker (which works on the choices behind the draw), and :mod:`tracediff.shrink` then
 shrinks the scenario itself (fewer plans, simpler numbers) while its signature holds.
 
+Aimed at the rules: each example is also driven through the observed reference
+(:class:`tracediff.sched.decided.DecidingReference`), and Hypothesis' ``target()`` steers the
+search toward scenarios in which the rule clauses that have decided least often so far
+decide: a bug in a tie-break or at an equality boundary is only visible where that clause
+decides.
+
 Several bugs: once a failure is found, the search starts again looking for a failure with
 a *different* signature, until ``max_failures`` are found or the example budget is spent.
 The search is deterministic for a given ``seed`` (Hypothesis' random generator is seeded
@@ -16,13 +22,22 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from tracediff.executor import Executor
 from tracediff.impls import ImplSpec
-from tracediff.runner import IDENTICAL, ScenarioResult, run_scenario
+from tracediff.runner import IDENTICAL, ScenarioResult
 from tracediff.scenario.model import Scenario
-from tracediff.shrink import ShrinkResult, SignatureFn, default_signature, shrink
+from tracediff.shrink import (
+    ShrinkResult,
+    SignatureFn,
+    default_signature,
+    run_on,
+    shrink,
+    sign_on,
+)
 
 ProgressFn = Callable[["FuzzProgress"], None]
 
@@ -66,9 +81,13 @@ def fuzz(
     run_timeout_s: float | None = 10.0,
     signature_fn: SignatureFn = default_signature,
     on_progress: ProgressFn | None = None,
+    executor: Executor | None = None,
 ) -> FuzzResult:
-    """Search up to ``max_examples`` scenarios for failures with distinct signatures."""
-    from hypothesis import HealthCheck, Phase, find, settings
+    """Search up to ``max_examples`` scenarios for failures with distinct signatures.
+
+    With ``executor``, every scenario (and its shrinking) runs on its isolated workers;
+    Hypothesis itself drives the search from this process."""
+    from hypothesis import HealthCheck, Phase, find, settings, target
     from hypothesis.errors import NoSuchExample
 
     from tracediff.scenario.strategies import scenarios
@@ -85,14 +104,17 @@ def fuzz(
         if on_progress is not None:
             on_progress(FuzzProgress(examples, len(failures), time.monotonic() - started, phase))
 
+    decided_so_far: Counter[str] = Counter()
+
     def failing(scenario: Scenario) -> bool:
         nonlocal examples
         examples += 1
-        result: ScenarioResult = run_scenario(scenario, specs, timeout_s=run_timeout_s)
+        result: ScenarioResult = run_on(executor, scenario, specs, run_timeout_s)
         report("searching")
         if result.status == IDENTICAL:
+            target(_rarity(scenario, decided_so_far), label="rarely decided rule clauses")
             return False
-        signature = signature_fn(scenario, result, specs)
+        signature = sign_on(executor, signature_fn, scenario, result, specs, run_timeout_s)
         return signature is not None and signature not in known
 
     while len(failures) < max_failures and examples < max_examples:
@@ -101,7 +123,7 @@ def fuzz(
             max_examples=budget,
             database=None,
             deadline=None,
-            phases=(Phase.generate, Phase.shrink),
+            phases=(Phase.generate, Phase.target, Phase.shrink),
             suppress_health_check=list(HealthCheck),
         )
         try:
@@ -114,7 +136,13 @@ def fuzz(
         except NoSuchExample:
             break
         report("shrinking")
-        shrunk = shrink(found, specs, signature_fn=signature_fn, timeout_s=shrink_timeout_s)
+        shrunk = shrink(
+            found,
+            specs,
+            signature_fn=signature_fn,
+            timeout_s=shrink_timeout_s,
+            executor=executor,
+        )
         if shrunk.signature is None:
             break  # a flaky implementation: the failure did not reproduce
         known.add(shrunk.signature)
@@ -126,3 +154,24 @@ def fuzz(
         seconds=time.monotonic() - started,
         seed=seed,
     )
+
+
+def _rarity(scenario: Scenario, decided_so_far: Counter[str]) -> float:
+    """How much a scenario makes rarely seen rule clauses decide: each clause it makes
+    decide scores 1 / (1 + the examples that made it decide before). Updates the counts."""
+    from tracediff.engine.driver import drive
+    from tracediff.errors import TracediffError
+    from tracediff.sched.decided import DecidingReference
+
+    observed = DecidingReference(scenario)
+    try:
+        for _record in drive(scenario, observed):
+            pass
+    except TracediffError:
+        return 0.0
+    score = 0.0
+    for clause, plans in observed.decided.items():
+        if plans:
+            score += 1.0 / (1 + decided_so_far[clause])
+            decided_so_far[clause] += 1
+    return score

@@ -9,8 +9,10 @@ digest; a scenario on which the implementations agree with one another but not w
 manifest (the reference itself changed) is one finding of the golden step. Corpus scenarios
 are labelled ``regression:<profile>:<seed>``, never as the profile's seed of that number.
 
-Every finding carries its explanation and the command that reproduces it. Nothing here
-prints: progress goes to ``on_progress`` as one-line messages.
+Every finding carries its explanation and the command that reproduces it. Every scenario,
+explanation and re-run goes through one executor (the caller's, else a local pool of
+``jobs`` workers or this process). Nothing here prints: progress goes to ``on_progress`` as
+one-line messages.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tracediff.compare.model import (
     DIVERGED,
@@ -35,6 +38,7 @@ from tracediff.compare.model import (
     ScenarioOutcome,
     StepOutcome,
 )
+from tracediff.executor import DONE, Executor
 from tracediff.impls import ImplSpec
 from tracediff.report.describe import plural
 from tracediff.scenario.model import Scenario
@@ -78,9 +82,27 @@ def run_gate(
     options: GateOptions,
     on_progress: Callable[[str], None],
     on_result: Callable[[object], None] | None = None,
+    executor: Executor | None = None,
 ) -> GateResult:
     """Run the gate's steps and return the report (the caller presents and writes it).
-    ``on_result`` sees each scenario's runner result as it finishes."""
+    ``on_result`` sees each scenario's runner result as it finishes. Everything runs on
+    ``executor`` (the caller keeps it), else on one opened here for the whole gate."""
+    if executor is not None:
+        return _run_gate(options, on_progress, on_result, executor)
+    from tracediff.runner import RunOptions
+
+    # As run's: a local pool when jobs > 1 or a time limit must be able to kill a hang.
+    own = RunOptions(impls=options.impls, jobs=options.jobs, timeout_s=options.timeout_s)
+    with own.open_executor() as chosen:
+        return _run_gate(options, on_progress, on_result, chosen)
+
+
+def _run_gate(
+    options: GateOptions,
+    on_progress: Callable[[str], None],
+    on_result: Callable[[object], None] | None,
+    executor: Executor,
+) -> GateResult:
     from tracediff.regressions import REGRESSION_PREFIX, load_scenario
 
     started = time.perf_counter()
@@ -100,7 +122,7 @@ def run_gate(
         ]
         on_progress(f"regressions: {plural(len(labelled), 'scenario')} ...")
         step, found, interrupted, _ = _run_step(
-            "regressions", REGRESSIONS_SUITE, labelled, options, "regressions", on_result
+            "regressions", REGRESSIONS_SUITE, labelled, options, "regressions", executor, on_result
         )
         reproduce = {
             (s.profile, s.seed): f"tracediff run --scenario {shlex.quote(str(path))} "
@@ -123,7 +145,13 @@ def run_gate(
         name = f"profile {options.profile}"
         on_progress(f"{name}: {plural(len(options.scenarios), 'scenario')} ...")
         step, found, interrupted, results = _run_step(
-            name, options.profile, list(options.scenarios), options, options.profile, on_result
+            name,
+            options.profile,
+            list(options.scenarios),
+            options,
+            options.profile,
+            executor,
+            on_result,
         )
         found = [
             dataclasses.replace(o, reproduce=reproduce_seed(options.profile, o.seed, options.impls))
@@ -132,7 +160,7 @@ def run_gate(
             for o in found
         ]
         if interrupted is None:
-            golden, found = _golden_step(options, results, found)
+            golden, found = _golden_step(options, results, found, executor)
             steps.append(golden)
             on_progress(f"golden: {golden.status}: {golden.detail}")
         steps.append(step)
@@ -165,6 +193,7 @@ def _run_step(
     scenarios: Sequence[Scenario],
     options: GateOptions,
     artifacts_sub: str,
+    executor: Executor,
     on_result: Callable[[object], None] | None = None,
 ) -> tuple[StepOutcome, list[ScenarioOutcome], int | None, list[object]]:
     """Run one step's scenarios and explain its findings: (step, outcomes, stop signal,
@@ -178,14 +207,16 @@ def _run_step(
         artifacts=os.path.join(options.artifacts, _safe(artifacts_sub)),
         timeout_s=options.timeout_s,
     )
-    summary = run_scenarios(scenarios, run_options, on_result)
+    summary = run_scenarios(scenarios, run_options, on_result, executor=executor)
     outcomes = explain_results(
         scenarios,
         summary.results,
         options.impls,
         suite=suite,
         context=options.context,
-        jobs=options.jobs,
+        executor=executor,
+        timeout_s=options.timeout_s,
+        deadline_s=run_options.kill_after_s,
     )
     findings = [r for r in summary.results if r.status != IDENTICAL]
     count = len(summary.results)
@@ -210,7 +241,10 @@ def _run_step(
 
 
 def _golden_step(
-    options: GateOptions, results: Sequence[object], outcomes: list[ScenarioOutcome]
+    options: GateOptions,
+    results: Sequence[object],
+    outcomes: list[ScenarioOutcome],
+    executor: Executor,
 ) -> tuple[StepOutcome, list[ScenarioOutcome]]:
     """Compare the profile run's digests with the accepted manifest.
 
@@ -260,7 +294,7 @@ def _golden_step(
                     f"{stats.name} differs from the accepted golden digest"
                 )
     gone = [] if options.seeds_given else sorted(set(expected) - set(scenarios))
-    explained = 0
+    rerun: list[int] = []  # seeds whose reference change is explained by a re-run
     for seed in sorted(mismatched):
         index = position.get(seed)
         if index is None:
@@ -275,9 +309,8 @@ def _golden_step(
             )
             continue
         # The implementations agree with one another but not with the manifest.
-        if explained < golden.EXPLAIN_AT_MOST and seed in expected:
-            text = _explain_reference_change(options, manifest, scenarios[seed], by_seed[seed])
-            explained += 1
+        if len(rerun) < golden.EXPLAIN_AT_MOST and seed in expected:
+            rerun.append(seed)
         out[index] = dataclasses.replace(
             current,
             suite=GOLDEN_SUITE,
@@ -285,6 +318,12 @@ def _golden_step(
             explanation=text,
             reproduce=_reproduce_golden(options, seed),
         )
+    texts = _explain_reference_changes(
+        options, manifest, [(scenarios[seed], by_seed[seed]) for seed in rerun], executor
+    )
+    for seed, text in zip(rerun, texts, strict=True):
+        index = position[seed]
+        out[index] = dataclasses.replace(out[index], explanation=text)
     for seed in gone:
         out.append(
             ScenarioOutcome(
@@ -307,39 +346,65 @@ def _golden_step(
     return StepOutcome("golden", PASSED, detail), out
 
 
-def _explain_reference_change(
-    options: GateOptions, manifest: object, scenario: Scenario, result: object
-) -> str:
-    """Why a scenario on which every implementation agrees misses its golden digest."""
+def _explain_reference_changes(
+    options: GateOptions,
+    manifest: object,
+    pairs: Sequence[tuple[Scenario, object]],
+    executor: Executor,
+) -> list[str]:
+    """Why each scenario on which every implementation agrees misses its golden digest:
+    one re-run of the baseline per scenario, on ``executor``."""
     from tracediff import golden
     from tracediff.runner import ScenarioResult
 
-    assert isinstance(manifest, golden.Manifest) and isinstance(result, ScenarioResult)
-    entry = manifest.by_seed[scenario.seed]
-    stats = result.impls[0]
-    actual = golden.Digested(
-        seed=scenario.seed,
-        status=golden.OK,
-        digest=stats.digest,
-        plans=stats.plans,
-        records=stats.records,
-        bytes=0,
-        seconds=stats.seconds,
+    assert isinstance(manifest, golden.Manifest) and options.golden_dir is not None
+    work = []
+    for scenario, result in pairs:
+        assert isinstance(result, ScenarioResult)
+        stats = result.impls[0]
+        actual = golden.Digested(
+            seed=scenario.seed,
+            status=golden.OK,
+            digest=stats.digest,
+            plans=stats.plans,
+            records=stats.records,
+            bytes=0,
+            seconds=stats.seconds,
+        )
+        mismatch = golden.GoldenMismatch(
+            scenario.seed, golden.DIGEST, manifest.by_seed[scenario.seed], actual
+        )
+        artifacts = os.path.join(options.artifacts, "golden")
+        work.append(
+            (mismatch, scenario, options.impls[0], manifest, str(options.golden_dir), artifacts)
+        )
+    if not work:
+        return []
+    # The re-run writes the baseline's trace and reads the golden one: one limited run.
+    outcomes = executor.map(
+        _reference_change_task, work, deadline_s=golden.deadline(options.timeout_s, runs=2)
     )
-    mismatch = golden.GoldenMismatch(scenario.seed, golden.DIGEST, entry, actual)
-    assert options.golden_dir is not None
-    explained = golden._explain_reference_change(
-        mismatch,
-        scenario,
-        options.impls[0],
-        manifest,
-        options.golden_dir,
-        os.path.join(options.artifacts, "golden"),
-    )
-    return (
-        f"all implementations agree, but not with the accepted golden digest: "
-        f"{explained.explanation}"
-    )
+    prefix = "all implementations agree, but not with the accepted golden digest: "
+    texts = []
+    for outcome in outcomes:
+        if outcome.kind == DONE:
+            texts.append(prefix + str(outcome.value))
+        else:
+            why = outcome.failure(options.timeout_s)
+            texts.append(f"{prefix}could not explain: on the re-run, {why}")
+    return texts
+
+
+def _reference_change_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> str:
+    """Executor task: golden's explanation of one reference change, as text."""
+    from tracediff import golden
+
+    try:
+        return golden._explain_reference_change(*args).explanation
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt) and progress is None:
+            raise  # in this process, Ctrl-C is the user's
+        return f"could not explain: the re-run raised {type(exc).__name__}: {exc}"
 
 
 def _reproduce_golden(options: GateOptions, seed: int) -> str:

@@ -32,26 +32,33 @@ go to the artifacts directory, and ``accept`` refuses.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import dataclasses
 import hashlib
 import json
 import os
-import signal
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 from tracediff import __version__
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault, TraceFormatError, UsageError
+from tracediff.executor import (
+    DONE,
+    KILLED,
+    Executor,
+    Outcome,
+    ScenarioTimeout,
+    grace,
+    open_executor,
+    time_limit,
+)
 from tracediff.impls import ImplSpec, load, parse_impl
+from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, TraceReader, encode, first_difference
 
@@ -70,7 +77,6 @@ OK, MISMATCH, MISSING = "ok", "mismatch", "missing"
 # kinds of a seed's mismatch
 DIGEST, FAILED, NOT_IN_MANIFEST, NOT_IN_PROFILE = "digest", "failed", "not-in-manifest", "gone"
 
-T = TypeVar("T")
 ExplainFn = Callable[[Scenario, Any, Sequence[ImplSpec]], str]
 
 
@@ -230,30 +236,6 @@ class Digested:
         return Entry(self.seed, self.digest, self.plans, self.records, self.bytes, self.scenario)
 
 
-class ScenarioTimeLimit(Exception):
-    """Raised by :func:`time_limit` when the time is up."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise ScenarioTimeLimit in the block after ``seconds`` (SIGALRM; main thread only)."""
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not seconds or not usable:
-        yield
-        return
-
-    def expired(_signum: int, _frame: FrameType | None) -> None:
-        raise ScenarioTimeLimit()
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None = None) -> Digested:
     """Drive one implementation through a scenario and digest its compared body.
 
@@ -266,7 +248,8 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
     status, message = OK, ""
     try:
         with time_limit(timeout_s):
-            for index, record in enumerate(drive(scenario, load(spec)(scenario))):
+            mine = private_copy(scenario)  # the implementation may change its copy
+            for index, record in enumerate(drive(private_copy(scenario), load(spec)(mine))):
                 payload = encode(record)
                 if index == 0:
                     digest.add_header(payload)
@@ -277,7 +260,7 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
                         plans += 1
                 records += 1
                 size += len(payload)
-    except ScenarioTimeLimit:
+    except ScenarioTimeout:
         status = "timeout"
         message = f"{spec.name} exceeded the {timeout_s:g} s scenario time limit at plan {plans}"
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
@@ -300,51 +283,41 @@ def digest_scenario(scenario: Scenario, spec: ImplSpec, timeout_s: float | None 
     )
 
 
-def _digest_worker(args: tuple[Scenario, ImplSpec, float | None]) -> Digested:
-    return digest_scenario(*args)
+def _digest_task(
+    args: tuple[Scenario, ImplSpec, float | None], progress: Any, _notify: Any
+) -> Digested:
+    try:
+        return digest_scenario(*args)
+    except KeyboardInterrupt:
+        if progress is None:
+            raise  # in this process, Ctrl-C is the user's
+        scenario, spec, _timeout = args
+        return _failed_digest(scenario, "error", f"{spec.name} raised KeyboardInterrupt")
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _failed_digest(scenario: Scenario, status: str, message: str) -> Digested:
+    return Digested(scenario.seed, status, "", 0, 0, 0, 0.0, message)
 
 
-def pool_map(
-    function: Callable[[Any], T],
-    items: Sequence[Any],
-    *,
-    jobs: int = 1,
-    on_result: Callable[[T], None] | None = None,
-    weight: Callable[[Any], int] | None = None,
-) -> list[T]:
-    """``[function(item) for item in items]``, in worker processes when ``jobs`` > 1.
+def _digested(outcome: Outcome, args: tuple[Scenario, ImplSpec, float | None]) -> Digested:
+    """A worker's outcome as a Digested: a killed or dead worker is a failed scenario."""
+    if outcome.kind == DONE:
+        result: Digested = outcome.value
+        return result
+    scenario, spec, timeout_s = args
+    status = "timeout" if outcome.kind == KILLED else "error"
+    return _failed_digest(scenario, status, f"{spec.name}: {outcome.failure(timeout_s)}")
 
-    Results come back in input order; ``on_result`` sees each as it finishes. ``weight``
-    (bigger first) orders the submissions so that long items do not start last.
-    """
-    results: dict[int, T] = {}
-    if jobs <= 1 or len(items) <= 1:
-        for i, item in enumerate(items):
-            results[i] = function(item)
-            if on_result:
-                on_result(results[i])
-        return [results[i] for i in range(len(items))]
-    order = list(range(len(items)))
-    if weight is not None:
-        order.sort(key=lambda i: -weight(items[i]))
-    with cf.ProcessPoolExecutor(
-        max_workers=min(jobs, len(items)), initializer=_ignore_sigint
-    ) as pool:
-        futures = {pool.submit(function, items[i]): i for i in order}
-        try:
-            for future in cf.as_completed(futures):
-                results[futures[future]] = future.result()
-                if on_result:
-                    on_result(results[futures[future]])
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-    return [results[i] for i in range(len(items))]
+
+def deadline(timeout_s: float | None, runs: int = 1) -> float | None:
+    """When a worker still on one task of ``runs`` limited runs is killed."""
+    return None if timeout_s is None else runs * timeout_s + grace(timeout_s)
+
+
+def _executor_for(executor: Executor | None, jobs: int, tasks: int) -> Executor:
+    if executor is not None:
+        return executor
+    return open_executor("local" if jobs > 1 else "inline", jobs=max(1, min(jobs, tasks)))
 
 
 def digest_scenarios(
@@ -354,13 +327,26 @@ def digest_scenarios(
     jobs: int = 1,
     timeout_s: float | None = None,
     on_result: Callable[[Digested], None] | None = None,
+    executor: Executor | None = None,
 ) -> list[Digested]:
-    """Digest every scenario through ``spec`` (in worker processes when ``jobs`` > 1);
-    results in input order."""
+    """Digest every scenario through ``spec`` on ``executor`` (else worker processes when
+    ``jobs`` > 1, else this process); results in input order."""
     work = [(s, spec, timeout_s) for s in scenarios]
-    return pool_map(
-        _digest_worker, work, jobs=jobs, on_result=on_result, weight=lambda w: len(w[0].requests)
-    )
+    order = sorted(range(len(work)), key=lambda i: -len(scenarios[i].requests))
+    chosen = _executor_for(executor, jobs, len(work))
+
+    def report(outcome: Outcome) -> None:
+        if on_result is not None:
+            on_result(_digested(outcome, work[outcome.index]))
+
+    try:
+        outcomes = chosen.map(
+            _digest_task, work, deadline_s=deadline(timeout_s), on_outcome=report, order=order
+        )
+    finally:
+        if executor is None:
+            chosen.close()
+    return [_digested(o, w) for o, w in zip(outcomes, work, strict=True)]
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -479,6 +465,7 @@ def check(
     explain_fn: ExplainFn | None = None,
     on_result: Callable[[Digested], None] | None = None,
     seeds: Sequence[int] | None = None,
+    executor: Executor | None = None,
 ) -> GoldenOutcome:
     """Run ``spec`` alone over the profile and compare its digests with the manifest.
 
@@ -488,7 +475,8 @@ def check(
 
     Seeds that differ are re-run in lockstep against the manifest's implementation (the
     reference) to say where the traces first differ (``explain_fn`` may replace that
-    explanation). With ``artifacts``, their traces are kept there.
+    explanation). With ``artifacts``, their traces are kept there. Digests and re-runs run
+    on ``executor`` (else worker processes when ``jobs`` > 1, else this process).
     """
     started = time.perf_counter()
     name, scenarios = _profile_scenarios(profile_name)
@@ -510,7 +498,42 @@ def check(
         wanted = set(seeds)
         scenarios = [s for s in scenarios if s.seed in wanted]
         expected = {seed: entry for seed, entry in expected.items() if seed in wanted}
-    results = digest_scenarios(scenarios, spec, jobs=jobs, timeout_s=timeout_s, on_result=on_result)
+    chosen = _executor_for(executor, jobs, len(scenarios))
+    try:
+        results = digest_scenarios(
+            scenarios, spec, timeout_s=timeout_s, on_result=on_result, executor=chosen
+        )
+        explained = _explain_all(
+            _mismatches(results, expected, scenarios),
+            {s.seed: s for s in scenarios},
+            spec,
+            manifest,
+            golden_dir,
+            artifacts,
+            timeout_s,
+            explain_fn,
+            chosen,
+        )
+    finally:
+        if executor is None:
+            chosen.close()
+    kept = tuple(a for m in explained for a in m.artifacts)
+    return GoldenOutcome(
+        profile=name,
+        impl=spec.name,
+        manifest=str(path),
+        status=OK if not explained else MISMATCH,
+        checked=len(results),
+        plans=sum(r.plans for r in results),
+        mismatches=tuple(explained),
+        seconds=time.perf_counter() - started,
+        artifacts=kept,
+    )
+
+
+def _mismatches(
+    results: Sequence[Digested], expected: dict[int, Entry], scenarios: Sequence[Scenario]
+) -> list[GoldenMismatch]:
     by_seed = {s.seed: s for s in scenarios}
     mismatches: list[GoldenMismatch] = []
     for result in results:
@@ -523,22 +546,7 @@ def check(
             mismatches.append(GoldenMismatch(result.seed, DIGEST, entry, result))
     for seed in sorted(set(expected) - set(by_seed)):
         mismatches.append(GoldenMismatch(seed, NOT_IN_PROFILE, expected[seed], None))
-    explained = _explain_all(
-        mismatches, by_seed, spec, manifest, golden_dir, artifacts, timeout_s, explain_fn, jobs
-    )
-    kept = tuple(a for m in explained for a in m.artifacts)
-    outcome = GoldenOutcome(
-        profile=name,
-        impl=spec.name,
-        manifest=str(path),
-        status=OK if not explained else MISMATCH,
-        checked=len(results),
-        plans=sum(r.plans for r in results),
-        mismatches=tuple(explained),
-        seconds=time.perf_counter() - started,
-        artifacts=kept,
-    )
-    return outcome
+    return mismatches
 
 
 def _explain_all(
@@ -550,10 +558,10 @@ def _explain_all(
     artifacts: str | Path | None,
     timeout_s: float | None,
     explain_fn: ExplainFn | None,
-    jobs: int = 1,
+    executor: Executor,
 ) -> list[GoldenMismatch]:
-    """Explain the first EXPLAIN_AT_MOST digest mismatches by re-running them (in worker
-    processes when ``jobs`` > 1: ``explain_fn`` must then be a module-level function)."""
+    """Explain the first EXPLAIN_AT_MOST digest mismatches by re-running them on
+    ``executor`` (``explain_fn`` must be a module-level function unless it is inline)."""
     out = list(mismatches)
     rerun: list[int] = []
     for position, mismatch in enumerate(mismatches):
@@ -588,13 +596,29 @@ def _explain_all(
         )
         for p in rerun
     ]
-    for position, explained in zip(rerun, pool_map(_explain_worker, work, jobs=jobs), strict=True):
-        out[position] = explained
+    # A re-run drives the reference and the implementation, and may write a trace.
+    outcomes = executor.map(_explain_task, work, deadline_s=deadline(timeout_s, runs=3))
+    for position, outcome in zip(rerun, outcomes, strict=True):
+        if outcome.kind == DONE:
+            out[position] = outcome.value
+        else:
+            out[position] = dataclasses.replace(
+                mismatches[position],
+                explanation=f"could not explain: on the re-run, {outcome.failure(timeout_s)}",
+            )
     return out
 
 
-def _explain_worker(args: tuple[Any, ...]) -> GoldenMismatch:
-    return _explain(*args)
+def _explain_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> GoldenMismatch:
+    # The lockstep re-run has the time limit; the parent's deadline covers the rest.
+    mismatch: GoldenMismatch = args[0]
+    try:
+        return _explain(*args)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt) and progress is None:
+            raise  # in this process, Ctrl-C is the user's
+        why = f"the re-run raised {type(exc).__name__}: {exc}"
+    return dataclasses.replace(mismatch, explanation=f"could not explain: {why}")
 
 
 def _explain(
@@ -755,6 +779,7 @@ def gate_step(
     timeout_s: float | None = None,
     explain_fn: ExplainFn | None = None,
     seeds: Sequence[int] | None = None,
+    executor: Executor | None = None,
 ) -> GoldenOutcome:
     """The golden step of ``tracediff gate``: check one implementation against a profile's
     manifest; the outcome's JSON goes into ``artifacts`` (with the traces of mismatches).
@@ -770,6 +795,7 @@ def gate_step(
         artifacts=artifacts,
         explain_fn=explain_fn,
         seeds=seeds,
+        executor=executor,
     )
     if artifacts is not None and not outcome.ok:
         from tracediff.atomic import write_text_atomic
@@ -885,15 +911,40 @@ def update(
     jobs: int = 1,
     artifacts: str | Path | None = None,
     on_result: Callable[[Digested], None] | None = None,
+    executor: Executor | None = None,
 ) -> UpdateOutcome:
     """Run ``impl`` over the profile and write a pending manifest (and pending traces)
-    when anything differs from the accepted one; never overwrites an accepted file."""
-    from tracediff.runner import write_trace
-
+    when anything differs from the accepted one; never overwrites an accepted file.
+    Scenarios run on ``executor`` (else worker processes when ``jobs`` > 1, else here)."""
     started = time.perf_counter()
     spec = parse_impl(impl)
     name, scenarios = _profile_scenarios(profile_name)
-    results = digest_scenarios(scenarios, spec, jobs=jobs, on_result=on_result)
+    chosen = _executor_for(executor, jobs, len(scenarios))
+    try:
+        return _update(name, scenarios, spec, golden_dir, artifacts, on_result, chosen, started)
+    finally:
+        if executor is None:
+            chosen.close()
+
+
+def _write_trace_task(args: tuple[Scenario, ImplSpec, str], _progress: Any, _notify: Any) -> str:
+    from tracediff.runner import write_trace
+
+    scenario, spec, path = args
+    return write_trace(scenario, spec, str(Path(path).parent), path)
+
+
+def _update(
+    name: str,
+    scenarios: list[Scenario],
+    spec: ImplSpec,
+    golden_dir: str | Path,
+    artifacts: str | Path | None,
+    on_result: Callable[[Digested], None] | None,
+    executor: Executor,
+    started: float,
+) -> UpdateOutcome:
+    results = digest_scenarios(scenarios, spec, on_result=on_result, executor=executor)
     failures = tuple(r for r in results if r.status != OK)
     plans = sum(r.plans for r in results)
     if failures:
@@ -938,10 +989,16 @@ def update(
 
     written = []
     pending_manifest = _pending(manifest_path(target, name))
-    for seed in stale_traces:
-        path = _pending(trace_path(target, name, seed))
-        write_trace(by_seed[seed], spec, str(path.parent), str(path))
-        written.append(str(path))
+    work = [
+        (by_seed[seed], spec, str(_pending(trace_path(target, name, seed))))
+        for seed in stale_traces
+    ]
+    for outcome, (_scenario, _spec, path) in zip(
+        executor.map(_write_trace_task, work), work, strict=True
+    ):
+        if outcome.kind != DONE:
+            raise SchedulerFault(f"{spec.name}: cannot write {path}: {outcome.failure()}")
+        written.append(path)
     write_text_atomic(pending_manifest, manifest.dumps())
     written.insert(0, str(pending_manifest))
     change = review_one(name, golden_dir=golden_dir, artifacts=artifacts)

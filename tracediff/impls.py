@@ -84,6 +84,11 @@ def load(spec: ImplSpec) -> Factory:
     _add_working_directory()
     try:
         obj: Any = importlib.import_module(module_name)
+    except SystemExit as exc:  # a module that exits on import must not end tracediff
+        raise ImplementationError(
+            f"implementation {spec.name!r}: importing module {module_name!r} called "
+            f"sys.exit({exc.code!r}); a module must not exit when it is imported"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
         raise ImplementationError(
             f"implementation {spec.name!r}: cannot import module {module_name!r}: "

@@ -28,8 +28,9 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.errors import ScenarioError, TraceFormatError
+from tracediff.errors import ScenarioError, SchedulerFault, TraceFormatError
 from tracediff.impls import ImplSpec, load
+from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
 
@@ -141,7 +142,14 @@ def replay(
     """
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     scenario = scenario_from_header(reader.header, reader.name)
-    scheduler = load(spec)(scenario)
+    factory = load(spec)
+    try:
+        scheduler = factory(private_copy(scenario))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation's failure
+        raise SchedulerFault(
+            f"{spec.name}: its constructor raised {type(exc).__name__}: {exc} (replaying "
+            f"{reader.name}); fix the implementation"
+        ) from None
     session = _Session(reader.name, spec.name, scheduler, scenario, until, want_state)
     columns = reader.header.get("columns")
     if isinstance(columns, dict):

@@ -15,11 +15,14 @@ Reliability (docs/errors.md has the user's view):
 
 - An implementation that raises, returns a malformed plan or an unencodable value is a
   finding (``error``) of its scenario, with the plan number and traceback; the run goes on.
-- With a time limit, a memory limit or more than one job, scenarios run in isolated worker
-  processes (:mod:`tracediff.workers`): a worker that dies is an ``error`` finding of the
-  scenario it held and is replaced; a hang is stopped in the worker by ``SIGALRM`` at the
-  limit, and, if it is stuck in C code where that cannot reach, killed by the parent at the
-  limit plus a grace period (``timeout`` finding, with the stack faulthandler saw).
+- Scenarios run on an executor (:mod:`tracediff.executor`): isolated worker processes
+  here, or a Dask cluster. A scenario whose worker dies runs once more on a fresh worker;
+  one that kills two is an ``error`` finding. A hang is stopped in the worker by ``SIGALRM``
+  at the limit (encoding and comparing count against it), and, if it is stuck in C code
+  where that cannot reach, killed by the parent at the limit plus a grace period
+  (``timeout`` finding, with the stack faulthandler saw).
+- Each implementation gets a private copy of the scenario (one it may even mutate without
+  changing what the others run), and the result carries the scenario that was asked for.
 - SIGINT and SIGTERM stop the run: workers stop, finished results are kept and the summary
   says which signal stopped it. With a journal (``resume``), each finished result is written
   durably as it arrives and a later run skips it (:mod:`tracediff.journal`).
@@ -28,6 +31,7 @@ Reliability (docs/errors.md has the user's view):
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import os
@@ -45,11 +49,14 @@ from typing import Any
 from tracediff import __version__
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
+from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
 from tracediff.impls import ImplSpec, load
 from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.trace import BodyDigest, TraceWriter, encode
 
 IDENTICAL, DIVERGED, ERROR, TIMEOUT = "identical", "diverged", "error", "timeout"
+WORKER_DIED = "worker died twice"  # in the message of a scenario that killed two workers
+LEFT_RUNNING = "left processes running"  # in the message of one that leaked processes
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,23 @@ class RunOptions:
     memory_limit_mb: int | None = None  # address-space cap of each worker process
     resume: str | None = None  # journal directory: keep finished results, skip them next time
     grace_s: float | None = None  # past timeout_s, the parent kills a hung worker (None: auto)
+    # local (isolated worker processes), dask://HOST:PORT, dask-local:N; None: local, or
+    # this process when there is one job and neither a time nor a memory limit
+    executor: str | None = None
 
     @property
     def isolated(self) -> bool:
         """Whether scenarios must run in worker processes even with one job."""
         return self.timeout_s is not None or self.memory_limit_mb is not None
+
+    def open_executor(self, tasks: int | None = None) -> Executor:
+        """The executor these options name (``tasks``: how many there are to run, which
+        bounds the local pool's size)."""
+        jobs = self.jobs if tasks is None else max(1, min(self.jobs, tasks))
+        spec = self.executor
+        if spec is None:
+            spec = "local" if self.isolated or jobs > 1 else "inline"
+        return open_executor(spec, jobs=jobs, memory_limit_mb=self.memory_limit_mb)
 
     @property
     def kill_after_s(self) -> float | None:
@@ -75,12 +94,6 @@ class RunOptions:
         return self.timeout_s + (
             self.grace_s if self.grace_s is not None else grace(self.timeout_s)
         )
-
-
-def grace(timeout_s: float) -> float:
-    """How long past the limit the in-worker alarm gets before the parent kills the worker:
-    a quarter of the limit, at least 1 s and at most 30 s."""
-    return min(30.0, max(1.0, timeout_s / 4))
 
 
 @dataclass(frozen=True)
@@ -194,17 +207,23 @@ class _Watched(_Timed):
         return result
 
 
-class ScenarioTimeout(BaseException):
-    """Raised by the alarm when a scenario exceeds its time limit. Not an ``Exception``, so
-    that an implementation's own ``except Exception`` cannot swallow it."""
-
-
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM stopped a run; ``signum`` says which."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def private_copy(scenario: Scenario) -> Scenario:
+    """A copy of ``scenario`` that shares no object another holder could change: every
+    dataclass in it is copied (an implementation may ``object.__setattr__`` a frozen one);
+    the rest (numbers, strings, tuples of them) cannot change. Cheaper than ``deepcopy``."""
+    mine = copy.copy(scenario)
+    object.__setattr__(mine, "params", copy.copy(scenario.params))
+    object.__setattr__(mine, "truth", copy.copy(scenario.truth))
+    object.__setattr__(mine, "requests", tuple(copy.copy(r) for r in scenario.requests))
+    return mine
 
 
 @functools.lru_cache(maxsize=32)
@@ -224,9 +243,12 @@ def run_scenario(
 
     Never raises for what an implementation does (raising, ``sys.exit``, malformed or
     unencodable records, a hang past ``timeout_s``): that is the result's ``status``. Only
-    KeyboardInterrupt (and the worker's stop signal) propagate. ``progress``, in a worker,
-    is the shared array :class:`_Watched` writes to.
+    KeyboardInterrupt (and the worker's stop signal) propagate, and in a worker not even
+    KeyboardInterrupt: a worker ignores SIGINT, so one there was raised by an implementation.
+    ``progress``, in a worker, is the shared array :class:`_Watched` writes to.
     """
+    # Read before any implementation holds the scenario: the result names what was asked.
+    profile, seed, features = scenario.profile, scenario.seed, scenario.features()
     names = [s.name for s in specs]
     timed: list[_Timed] = []
     drivers: list[Iterator[dict[str, Any]]] = []
@@ -242,56 +264,59 @@ def run_scenario(
     failed: str | None = None
     message = ""
     current = 0
-    alarm = _start_alarm(timeout_s)
     try:
-        for spec in specs:
-            current = len(timed)
-            inner = _factory(spec)(scenario)
-            scheduler = _Timed(inner) if progress is None else _Watched(inner, current, progress)
-            timed.append(scheduler)
-            drivers.append(drive(scenario, scheduler))
-        index = 0
-        while True:
-            payloads: list[bytes | None] = []
-            decoded: list[dict[str, Any] | None] = []
-            for current, driver in enumerate(drivers):
-                start = time.perf_counter()
-                record = next(driver, None)
-                seconds[current] += time.perf_counter() - start
-                decoded.append(record)
-                if record is None:
-                    payloads.append(None)
-                    continue
+        with time_limit(timeout_s):
+            for spec in specs:
+                current = len(timed)
+                # Private copies: one for the implementation, one the driver reads events
+                # from (it hands the implementation RequestSpecs it could change).
+                inner = _factory(spec)(private_copy(scenario))
+                scheduler = (
+                    _Timed(inner) if progress is None else _Watched(inner, current, progress)
+                )
+                timed.append(scheduler)
+                drivers.append(drive(private_copy(scenario), scheduler))
+            index = 0
+            while True:
+                payloads: list[bytes | None] = []
+                decoded: list[dict[str, Any] | None] = []
+                for current, driver in enumerate(drivers):
+                    start = time.perf_counter()
+                    record = next(driver, None)
+                    seconds[current] += time.perf_counter() - start
+                    decoded.append(record)
+                    if record is None:
+                        payloads.append(None)
+                        continue
+                    start_ns = time.perf_counter_ns()
+                    try:
+                        payload = encode(record)
+                    except Exception as exc:  # noqa: BLE001 - an unencodable record is a finding
+                        raise SchedulerFault(
+                            f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
+                        ) from None
+                    if index == 0:
+                        digests[current].add_header(payload)
+                    else:
+                        digests[current].add_record(payload)
+                    harness_ns += time.perf_counter_ns() - start_ns
+                    records[current] += 1
+                    payloads.append(payload)
                 start_ns = time.perf_counter_ns()
-                try:
-                    payload = encode(record)
-                except Exception as exc:  # noqa: BLE001 - an unencodable record is a finding
-                    raise SchedulerFault(
-                        f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
-                    ) from None
-                if index == 0:
-                    digests[current].add_header(payload)
-                else:
-                    digests[current].add_record(payload)
+                same = all(p == payloads[0] for p in payloads)
                 harness_ns += time.perf_counter_ns() - start_ns
-                records[current] += 1
-                payloads.append(payload)
-            start_ns = time.perf_counter_ns()
-            same = all(p == payloads[0] for p in payloads)
-            harness_ns += time.perf_counter_ns() - start_ns
-            first = decoded[0] or next((d for d in decoded if d is not None), None)
-            if first is not None and first.get("t") == "plan":
-                last_plan = first["plan"]
-            if not same and divergence is None:
-                divergence = index
-                record_type = _record_type(first)
-                plan_number = last_plan
-                status = DIVERGED
-            if all(p is None for p in payloads):
-                break
-            index += 1
+                first = decoded[0] or next((d for d in decoded if d is not None), None)
+                if first is not None and first.get("t") == "plan":
+                    last_plan = first["plan"]
+                if not same and divergence is None:
+                    divergence = index
+                    record_type = _record_type(first)
+                    plan_number = last_plan
+                    status = DIVERGED
+                if all(p is None for p in payloads):
+                    break
+                index += 1
     except ScenarioTimeout as exc:
-        _stop_alarm(alarm)
         status, failed = TIMEOUT, names[current]
         plan_number = timed[current].plans if current < len(timed) else 0
         frames = traceback.extract_tb(exc.__traceback__)[:-1]  # not the alarm handler's
@@ -301,8 +326,9 @@ def run_scenario(
             f"timeout: {names[current]} exceeded the {timeout_s:g} s scenario time limit "
             f"at plan {plan_number}"
         )
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
-        _stop_alarm(alarm)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
+        if isinstance(exc, KeyboardInterrupt) and progress is None:
+            raise  # in this process, Ctrl-C is the user's
         status, failed = ERROR, names[current] if current < len(names) else None
         plan_number = timed[current].plans if current < len(timed) else 0
         message = "".join(traceback.format_exception(exc)).rstrip()
@@ -310,8 +336,8 @@ def run_scenario(
             message = str(exc)
         elif isinstance(exc, SystemExit):
             message += f"\nSystemExit: the implementation called sys.exit({exc.code!r})"
-    finally:
-        _stop_alarm(alarm)
+        elif isinstance(exc, KeyboardInterrupt):
+            message += "\nKeyboardInterrupt: raised by the implementation, not by Ctrl-C"
     stats = tuple(
         ImplStats(
             name=names[i],
@@ -324,9 +350,9 @@ def run_scenario(
         for i in range(len(specs))
     )
     result = ScenarioResult(
-        profile=scenario.profile,
-        seed=scenario.seed,
-        features=scenario.features(),
+        profile=profile,
+        seed=seed,
+        features=features,
         status=status,
         impls=stats,
         divergence=divergence,
@@ -364,8 +390,9 @@ def _record_type(record: dict[str, Any] | None) -> str:
 
 
 def trace_records(scenario: Scenario, spec: ImplSpec) -> Iterator[dict[str, Any]]:
-    """The records one implementation produces for a scenario (header first)."""
-    return drive(scenario, _factory(spec)(scenario))
+    """The records one implementation produces for a scenario (header first); the
+    implementation and the driver each read a private copy of it."""
+    return drive(private_copy(scenario), _factory(spec)(private_copy(scenario)))
 
 
 def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | None = None) -> str:
@@ -393,55 +420,12 @@ def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | 
     return path
 
 
-class _Alarm:
-    """The in-process scenario time limit: SIGALRM raises ScenarioTimeout in the main thread.
-
-    It interrupts Python code, and blocking calls that return on a signal (``time.sleep``,
-    lock waits); not C code that holds on without returning, which the parent-side watchdog
-    of :mod:`tracediff.workers` covers. :meth:`stop` disarms it before anything else, so a
-    signal arriving late is ignored rather than raised outside the scenario.
-    """
-
-    def __init__(self, timeout_s: float | None) -> None:
-        self.armed = False
-        self._installed = False
-        self._previous: Any = None
-        if not timeout_s or not hasattr(signal, "setitimer"):
-            return
-        if threading.current_thread() is not threading.main_thread():
-            return  # signals reach only the main thread; the watchdog still applies
-        self._previous = signal.signal(signal.SIGALRM, self._expired)
-        self._installed = self.armed = True
-        signal.setitimer(signal.ITIMER_REAL, timeout_s)
-
-    def _expired(self, _signum: int, _frame: FrameType | None) -> None:
-        if self.armed:
-            self.armed = False
-            raise ScenarioTimeout()
-
-    def stop(self) -> None:
-        if not self._installed:
-            return
-        self.armed = self._installed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        previous = self._previous if self._previous is not None else signal.SIG_DFL
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _start_alarm(timeout_s: float | None) -> _Alarm:
-    return _Alarm(timeout_s)
-
-
-def _stop_alarm(alarm: _Alarm) -> None:
-    alarm.stop()
-
-
 # -- many scenarios --------------------------------------------------------------------------
 Task = tuple[Scenario, tuple[ImplSpec, ...], str | None, float | None, int | None, float | None]
 
 
 def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
-    """One scenario in a worker process (see :class:`tracediff.workers.WorkerPool`)."""
+    """One scenario on an executor's worker (see :mod:`tracediff.executor`)."""
     scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s = task
     result = run_scenario(scenario, specs, timeout_s=timeout_s, progress=progress)
     if (
@@ -461,12 +445,23 @@ def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> Sce
     return result
 
 
-def _outcome_result(outcome: Any, scenario: Scenario, options: RunOptions) -> ScenarioResult:
+def _outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -> ScenarioResult:
     """A worker's outcome as a ScenarioResult; timeouts and deaths become findings."""
-    from tracediff.workers import DIED, DONE, KILLED
+    from tracediff.executor import DIED, DONE, KILLED
 
     if outcome.kind == DONE:
         result: ScenarioResult = outcome.value
+        if (result.profile, result.seed) != (scenario.profile, scenario.seed):
+            result = dataclasses.replace(result, profile=scenario.profile, seed=scenario.seed)
+        if outcome.leftovers:
+            note = (
+                f"an implementation {LEFT_RUNNING} after the scenario: "
+                f"{', '.join(outcome.leftovers)}; tracediff killed them (a scheduler must "
+                "stop the processes it starts)"
+            )
+            status = ERROR if result.status == IDENTICAL else result.status
+            message = f"{result.message}\n{note}" if result.message else note
+            result = dataclasses.replace(result, status=status, message=message)
         return result
     names = [spec.name for spec in options.impls]
     impl_index, plan = (outcome.progress + (-1, 0))[:2]
@@ -475,17 +470,23 @@ def _outcome_result(outcome: Any, scenario: Scenario, options: RunOptions) -> Sc
     stack = f"{outcome.stack}\n" if outcome.stack else ""
     if outcome.kind == KILLED:
         status = TIMEOUT
+        limit = (
+            f"the {options.timeout_s:g} s scenario time limit"
+            if options.timeout_s
+            else "its time limit"
+        )
         message = (
-            f"{stack}timeout: {who} exceeded the {options.timeout_s:g} s scenario time limit "
+            f"{stack}timeout: {who} exceeded {limit} "
             f"at plan {plan} and did not stop (stuck outside Python code, e.g. in C code or "
             f"a lock); its worker was killed after {outcome.seconds:.1f} s"
         )
     elif outcome.kind == DIED:
         status = ERROR
+        died = WORKER_DIED if outcome.attempts > 1 else "worker died"
         message = (
-            f"{stack}worker died: {outcome.death()} while {who} ran plan {plan} "
+            f"{stack}{died}: {outcome.death()} while {who} ran plan {plan} "
             "(os._exit, a crash in C code, or the system's out-of-memory killer); "
-            "a fresh worker took over"
+            "the scenario ran on a fresh worker each time"
         )
     else:
         status = ERROR
@@ -502,7 +503,7 @@ def _outcome_result(outcome: Any, scenario: Scenario, options: RunOptions) -> Sc
     )
 
 
-class _StopSignals:
+class StopSignals:
     """SIGINT and SIGTERM raise :class:`Interrupted` while a run is in progress, except
     inside :meth:`deferred` (recording a finished result), where the signal waits for the end
     of the block: a result that finished is never lost between the worker and the journal.
@@ -517,7 +518,7 @@ class _StopSignals:
         self._pending: int | None = None
         self._stopping = False
 
-    def __enter__(self) -> _StopSignals:
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -552,13 +553,15 @@ def run_scenarios(
     scenarios: Sequence[Scenario],
     options: RunOptions,
     on_result: Callable[[ScenarioResult], None] | None = None,
+    executor: Executor | None = None,
 ) -> RunSummary:
     """Run scenarios; results in input order.
 
-    In this process when there is one job and neither a time nor a memory limit, else in
-    isolated worker processes. ``on_result`` is called for each result as it is known
-    (resumed ones first). SIGINT/SIGTERM end the run early with ``interrupted`` set; with
-    ``options.resume``, finished results are journaled as they arrive and skipped next time.
+    On ``executor`` when given (the caller keeps it, e.g. for the explanations), else on
+    the one ``options`` name (see :meth:`RunOptions.open_executor`). ``on_result`` is called
+    for each result as it is known (resumed ones first). SIGINT/SIGTERM end the run early
+    with ``interrupted`` set; with ``options.resume``, finished results are journaled as
+    they arrive and skipped next time.
     """
     started = time.perf_counter()
     results: dict[int, ScenarioResult] = {}
@@ -570,7 +573,7 @@ def run_scenarios(
         if on_result:
             for i in sorted(results):
                 on_result(results[i])
-        stop = _StopSignals()
+        stop = StopSignals()
 
         def finish(index: int, result: ScenarioResult) -> None:
             nonlocal journal
@@ -591,11 +594,8 @@ def run_scenarios(
 
         try:
             with stop:
-                if options.isolated or (options.jobs > 1 and len(todo) > 1):
-                    _run_in_workers(scenarios, todo, options, finish, stop.deferred)
-                else:
-                    for i in todo:
-                        finish(i, _run_here(scenarios[i], options))
+                if todo:
+                    _run_on(executor, scenarios, todo, options, finish, stop.deferred)
         except KeyboardInterrupt as exc:
             interrupted = getattr(exc, "signum", signal.SIGINT)
     finally:
@@ -619,21 +619,14 @@ def run_scenarios(
     )
 
 
-def _run_here(scenario: Scenario, options: RunOptions) -> ScenarioResult:
-    return run_scenario(
-        scenario, options.impls, artifacts=options.artifacts, timeout_s=options.timeout_s
-    )
-
-
-def _run_in_workers(
+def _run_on(
+    executor: Executor | None,
     scenarios: Sequence[Scenario],
     todo: list[int],
     options: RunOptions,
     finish: Callable[[int, ScenarioResult], None],
     guard: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> None:
-    from tracediff.workers import WorkerPool
-
     kill_after = options.kill_after_s
     # Writing a diverged scenario's traces re-runs each implementation once more.
     artifacts_s = None if kill_after is None else kill_after * len(options.impls)
@@ -651,19 +644,20 @@ def _run_in_workers(
         )
         for i in todo
     )
-    pool = WorkerPool(
-        _run_task,
-        min(options.jobs, len(todo)) if todo else 1,
-        deadline_s=kill_after,
-        memory_limit_mb=options.memory_limit_mb,
-    )
-    pool.run(
-        tasks,
-        lambda outcome: finish(
-            outcome.index, _outcome_result(outcome, scenarios[outcome.index], options)
-        ),
-        guard,
-    )
+    chosen = executor if executor is not None else options.open_executor(len(todo))
+    try:
+        chosen.stream(
+            _run_task,
+            tasks,
+            lambda outcome: finish(
+                outcome.index, _outcome_result(outcome, scenarios[outcome.index], options)
+            ),
+            deadline_s=kill_after,
+            guard=guard,
+        )
+    finally:
+        if executor is None:
+            chosen.close()
 
 
 def _open_journal(

@@ -10,7 +10,9 @@ traces' body digests. When they differ, the record hashes kept on the way give t
 record where they part, so the report points at a plan just as a divergence does.
 
 It reports *nondeterminism* apart from divergence: a scenario that is nondeterministic for
-one implementation is a finding about that implementation alone.
+one implementation is a finding about that implementation alone. An implementation that
+fails (raises, times out, kills its worker) the same way twice is an ``error`` or
+``timeout`` finding: not nondeterminism, but not a clean bill of health either.
 
 What it cannot see: nondeterminism that is constant within one process, e.g. iterating a
 set of strings (string hashing is randomised per process by ``PYTHONHASHSEED``). Golden
@@ -28,8 +30,18 @@ from typing import Any
 
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
-from tracediff.golden import ScenarioTimeLimit, pool_map, time_limit
+from tracediff.executor import (
+    DONE,
+    KILLED,
+    Executor,
+    Outcome,
+    ScenarioTimeout,
+    grace,
+    open_executor,
+    time_limit,
+)
 from tracediff.impls import ImplSpec, load
+from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, encode
 
@@ -62,7 +74,8 @@ def _one_pass(scenario: Scenario, spec: ImplSpec, timeout_s: float | None) -> _P
     status, message = "ok", ""
     try:
         with time_limit(timeout_s):
-            for index, record in enumerate(drive(scenario, load(spec)(scenario))):
+            mine = private_copy(scenario)  # the implementation may change its copy
+            for index, record in enumerate(drive(private_copy(scenario), load(spec)(mine))):
                 payload = encode(record)
                 if index == 0:
                     digest.add_header(payload)
@@ -73,7 +86,7 @@ def _one_pass(scenario: Scenario, spec: ImplSpec, timeout_s: float | None) -> _P
                 hashes.append(hashlib.blake2b(payload, digest_size=16).digest())
                 types.append(str(record.get("t", "header")))
                 plans_at.append(plan)
-    except ScenarioTimeLimit:
+    except ScenarioTimeout:
         status, message = TIMEOUT, f"exceeded the {timeout_s:g} s scenario time limit"
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
         status = ERROR
@@ -142,6 +155,19 @@ def self_check_scenario(
             message=first.message,
             seconds=time.perf_counter() - started,
         )
+    shorter = min(len(first.hashes), len(second.hashes))
+    if TIMEOUT in (first.status, second.status) and (
+        first.hashes[:shorter] == second.hashes[:shorter]
+    ):
+        # One run ran out of time (a loaded machine, a slow path) where the other did not:
+        # every record both made agrees, so that is a timeout, not nondeterminism.
+        notes = [m for m in (first.message, second.message) if m]
+        return SelfCheckResult(
+            **base,
+            status=TIMEOUT,
+            message="; ".join([f"first run: {first.status}, second run: {second.status}", *notes]),
+            seconds=time.perf_counter() - started,
+        )
     index = next(
         (i for i, (a, b) in enumerate(zip(first.hashes, second.hashes, strict=False)) if a != b),
         min(len(first.hashes), len(second.hashes)),
@@ -163,8 +189,40 @@ def self_check_scenario(
     )
 
 
-def _worker(args: tuple[Scenario, ImplSpec, float | None]) -> SelfCheckResult:
-    return self_check_scenario(*args)
+def _task(
+    args: tuple[Scenario, ImplSpec, float | None], progress: Any, _notify: Any
+) -> SelfCheckResult:
+    try:
+        return self_check_scenario(*args)
+    except KeyboardInterrupt:
+        if progress is None:
+            raise  # in this process, Ctrl-C is the user's
+        scenario, spec, _timeout = args
+        return _failed(scenario, spec, ERROR, "the implementation raised KeyboardInterrupt")
+
+
+def _failed(scenario: Scenario, spec: ImplSpec, status: str, message: str) -> SelfCheckResult:
+    return SelfCheckResult(
+        profile=scenario.profile,
+        seed=scenario.seed,
+        impl=spec.name,
+        status=status,
+        digests=("", ""),
+        plans=0,
+        message=message,
+    )
+
+
+def _from_outcome(
+    outcome: Outcome, args: tuple[Scenario, ImplSpec, float | None]
+) -> SelfCheckResult:
+    if outcome.kind == DONE:
+        result: SelfCheckResult = outcome.value
+        return result
+    scenario, spec, timeout_s = args
+    status = TIMEOUT if outcome.kind == KILLED else ERROR
+    limit = None if timeout_s is None else 2 * timeout_s
+    return _failed(scenario, spec, status, f"{spec.name}: {outcome.failure(limit)}")
 
 
 @dataclass(frozen=True)
@@ -181,9 +239,19 @@ class SelfCheckSummary:
         return tuple(r for r in self.results if r.status == NONDETERMINISTIC)
 
     @property
-    def ok(self) -> bool:
+    def errors(self) -> tuple[SelfCheckResult, ...]:
+        """Scenarios on which an implementation failed (alike on both runs, or its worker)."""
+        return tuple(r for r in self.results if r.status in (ERROR, TIMEOUT))
+
+    @property
+    def deterministic(self) -> bool:
         """No implementation decided differently on a second run."""
         return not self.nondeterministic
+
+    @property
+    def ok(self) -> bool:
+        """Deterministic, and no implementation failed."""
+        return self.deterministic and not self.errors
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,13 +274,30 @@ def self_check(
     jobs: int = 1,
     timeout_s: float | None = None,
     on_result: Callable[[SelfCheckResult], None] | None = None,
+    executor: Executor | None = None,
 ) -> SelfCheckSummary:
-    """Self-check every implementation on every scenario (scenario-major order)."""
+    """Self-check every implementation on every scenario (scenario-major order), on
+    ``executor`` (else worker processes when ``jobs`` > 1, else this process).
+    ``timeout_s`` limits each of the two runs."""
     started = time.perf_counter()
     work = [(scenario, spec, timeout_s) for scenario in scenarios for spec in specs]
-    results = pool_map(
-        _worker, work, jobs=jobs, on_result=on_result, weight=lambda w: len(w[0].requests)
-    )
+    # The largest first, so that long scenarios do not start last.
+    order = sorted(range(len(work)), key=lambda i: -len(work[i][0].requests))
+    deadline = None if timeout_s is None else 2 * timeout_s + grace(timeout_s)
+    chosen = executor
+    if chosen is None:
+        chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work) or 1))
+
+    def report(outcome: Outcome) -> None:
+        if on_result is not None:
+            on_result(_from_outcome(outcome, work[outcome.index]))
+
+    try:
+        outcomes = chosen.map(_task, work, deadline_s=deadline, on_outcome=report, order=order)
+    finally:
+        if executor is None:
+            chosen.close()
+    results = [_from_outcome(o, w) for o, w in zip(outcomes, work, strict=True)]
     return SelfCheckSummary(
         impls=tuple(s.name for s in specs),
         results=tuple(results),

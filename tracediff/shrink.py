@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.errors import ScenarioError
+from tracediff.executor import DONE, Executor, grace
 from tracediff.impls import ImplSpec
 from tracediff.replay import difference_path
 from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, ScenarioResult, run_scenario
@@ -297,12 +298,14 @@ class Shrinker:
         timeout_s: float = 60.0,
         on_progress: ProgressFn | None = None,
         clock: Callable[[], float] = time.monotonic,
+        executor: Executor | None = None,
     ) -> None:
         if len(specs) < 2:
             raise ValueError("shrinking needs at least two implementations")
         self.initial = scenario
         self.specs = tuple(specs)
         self.signature_fn = signature_fn
+        self.executor = executor
         self.timeout_s = timeout_s
         self.on_progress = on_progress
         self.clock = clock
@@ -317,13 +320,22 @@ class Shrinker:
         self.best_result: ScenarioResult | None = None
         self.best_key: tuple[int, ...] = ()
 
+    # -- running candidates: here, or on the executor's isolated workers -------------------
+    def _run(self, scenario: Scenario, timeout_s: float | None) -> ScenarioResult:
+        return run_on(self.executor, scenario, self.specs, timeout_s)
+
+    def _sign(self, scenario: Scenario, result: ScenarioResult) -> Hashable | None:
+        return sign_on(
+            self.executor, self.signature_fn, scenario, result, self.specs, self.run_timeout
+        )
+
     # -- driving ---------------------------------------------------------------------------
     def shrink(self) -> ShrinkResult:
         started = time.perf_counter()
-        initial_result = run_scenario(self.initial, self.specs, timeout_s=self.timeout_s / 2)
+        initial_result = self._run(self.initial, self.timeout_s / 2)
         run_seconds = time.perf_counter() - started
         self.seen.add(_canonical(self.initial))
-        self.signature = self.signature_fn(self.initial, initial_result, self.specs)
+        self.signature = self._sign(self.initial, initial_result)
         self.best_result = initial_result
         self.best_key = size_key(self.initial, scenario_plans(initial_result))
         complete = True
@@ -399,15 +411,12 @@ class Shrinker:
             return False
         self.seen.add(canonical)
         self.attempts += 1
-        result = run_scenario(candidate, self.specs, timeout_s=self.run_timeout)
+        result = self._run(candidate, self.run_timeout)
         accepted = False
         assert self.best_result is not None
         if result.status == self.best_result.status:
             key = size_key(candidate, scenario_plans(result))
-            if (
-                key < self.best_key
-                and self.signature_fn(candidate, result, self.specs) == self.signature
-            ):
+            if key < self.best_key and self._sign(candidate, result) == self.signature:
                 self.best, self.best_result, self.best_key = candidate, result, key
                 self.improvements += 1
                 accepted = True
@@ -718,6 +727,51 @@ def minimize_int(value: int, lower: int, works: Callable[[int], bool]) -> int:
     return high
 
 
+def run_on(
+    executor: Executor | None,
+    scenario: Scenario,
+    specs: Sequence[ImplSpec],
+    timeout_s: float | None,
+) -> ScenarioResult:
+    """One lockstep run on ``executor`` (a worker's death or hang is the result's finding),
+    or in this process without one."""
+    if executor is None:
+        return run_scenario(scenario, specs, timeout_s=timeout_s)
+    from tracediff.runner import RunOptions, _outcome_result, _run_task
+
+    options = RunOptions(impls=tuple(specs), timeout_s=timeout_s)
+    payload = (scenario, tuple(specs), None, timeout_s, None, None)
+    (outcome,) = executor.map(_run_task, [payload], deadline_s=options.kill_after_s)
+    return _outcome_result(outcome, scenario, options)
+
+
+def sign_on(
+    executor: Executor | None,
+    signature_fn: SignatureFn,
+    scenario: Scenario,
+    result: ScenarioResult,
+    specs: Sequence[ImplSpec],
+    timeout_s: float | None,
+) -> Hashable | None:
+    """A finding's signature, computed on ``executor`` (it may re-run the scenario), or here."""
+    if executor is None:
+        return signature_fn(scenario, result, specs)
+    payload = (signature_fn, scenario, result, tuple(specs))
+    limit = None if timeout_s is None else 2 * timeout_s + grace(timeout_s)
+    (outcome,) = executor.map(_sign_task, [payload], deadline_s=limit)
+    # A signature that cannot be had (the re-run died or hung) matches nothing.
+    return outcome.value if outcome.kind == DONE else None
+
+
+def _sign_task(
+    payload: tuple[SignatureFn, Scenario, ScenarioResult, tuple[ImplSpec, ...]],
+    _progress: Any,
+    _notify: Any,
+) -> Hashable | None:
+    signature_fn, scenario, result, specs = payload
+    return signature_fn(scenario, result, specs)
+
+
 def shrink(
     scenario: Scenario,
     specs: Sequence[ImplSpec],
@@ -725,10 +779,18 @@ def shrink(
     signature_fn: SignatureFn = default_signature,
     timeout_s: float = 60.0,
     on_progress: ProgressFn | None = None,
+    executor: Executor | None = None,
 ) -> ShrinkResult:
-    """Shrink ``scenario`` while it keeps failing with the same signature."""
+    """Shrink ``scenario`` while it keeps failing with the same signature; candidates run on
+    ``executor`` (isolated workers: a candidate that kills its process costs a worker) when
+    given, else in this process."""
     return Shrinker(
-        scenario, specs, signature_fn=signature_fn, timeout_s=timeout_s, on_progress=on_progress
+        scenario,
+        specs,
+        signature_fn=signature_fn,
+        timeout_s=timeout_s,
+        on_progress=on_progress,
+        executor=executor,
     ).shrink()
 
 

@@ -10,6 +10,7 @@ Only this package imports click. Each module adds its commands to the group in `
 # Importing the command modules registers their commands.
 from tracediff.cli import (  # noqa: F401
     bench,
+    campaign,
     coverage,
     gate,
     golden,

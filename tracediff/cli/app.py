@@ -209,6 +209,41 @@ def check_output_dir(path: str | None, flag: str) -> None:
         ensure_directory(path, flag)
 
 
+EXECUTOR_HELP = (
+    "Where scenarios run: local (worker processes here, -j of them), dask://HOST:PORT (a "
+    "running Dask scheduler) or dask-local:N (a Dask cluster of N processes here). Dask needs "
+    "the optional extra tracediff[dask]."
+)
+
+
+def executor_option(function: Any) -> Any:
+    """The ``--executor`` option every command that runs scenarios takes."""
+    return click.option(
+        "--executor",
+        "executor_text",
+        default="local",
+        show_default=True,
+        metavar="SPEC",
+        help=EXECUTOR_HELP,
+    )(function)
+
+
+def _executor_spec(text: str) -> Any:
+    """The parsed ``--executor`` value (exit 2 when malformed, or Dask is missing)."""
+    from tracediff.executor import parse_executor
+
+    spec = parse_executor(text)
+    if spec.kind == "inline":  # the library's in-process twin: no isolation, not for users
+        raise UsageError(
+            "--executor inline is not offered here; use local, dask://HOST:PORT or dask-local:N"
+        )
+    if spec.distributed:
+        from tracediff.executor.dask import _distributed
+
+        _distributed(spec.text)  # the missing extra is bad input: say so before any work
+    return spec
+
+
 def _jobs(value: int | None) -> int:
     from tracediff.cli.settings import jobs
     from tracediff.runner import default_jobs

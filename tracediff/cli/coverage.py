@@ -7,7 +7,15 @@ import sys
 
 import click
 
-from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _jobs, main
+from tracediff.cli.app import (
+    EXIT_FINDING,
+    EXIT_OK,
+    _console,
+    _executor_spec,
+    _jobs,
+    executor_option,
+    main,
+)
 from tracediff.errors import UsageError
 
 
@@ -29,19 +37,22 @@ from tracediff.errors import UsageError
     default=None,
     help="Also write the report as JSON to this file (per feature and per scenario).",
 )
+@executor_option
 @click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def coverage(
     profile_name: str | None,
     seeds: str | None,
     jobs: int | None,
     json_path: str | None,
+    executor_text: str,
     no_progress: bool,
 ) -> None:
     """Per scheduler feature, how many scenarios and plans of a profile exercised it.
 
     Drives the reference over the seed set. Exits 1 when some required feature is exercised
-    by no scenario (the profile cannot catch a divergence there), 0 otherwise; the round-size
-    rows marked (info) are reported but do not decide the exit code.
+    by no scenario (the profile cannot catch a divergence there) or some seed could not be
+    measured (the reference failed on it), 0 otherwise; the round-size rows marked (info)
+    are reported but do not decide the exit code.
     """
     from tracediff.cli.heartbeat import Counter, heartbeat
     from tracediff.cli.settings import profile as default_profile
@@ -56,14 +67,22 @@ def coverage(
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     if json_path:
         _check_writable(json_path)
-    with heartbeat(Counter("coverage"), enabled=not no_progress):
-        report = measure(profile, chosen, _jobs(jobs))
+    from tracediff.executor import open_executor
+
+    spec = _executor_spec(executor_text)
+    with (
+        heartbeat(Counter("coverage"), enabled=not no_progress),
+        open_executor(spec, jobs=_jobs(jobs)) as executor,
+    ):
+        report = measure(profile, chosen, executor=executor)
     _console().print(coverage_renderable(report))
+    for seed, why in report.failures[:20]:
+        click.echo(f"tracediff: coverage: seed {seed} not measured: {why}", err=True)
     if json_path:
         from tracediff.atomic import write_text_atomic
 
         write_text_atomic(json_path, json.dumps(coverage_to_dict(report), indent=1) + "\n")
-    sys.exit(EXIT_OK if report.complete else EXIT_FINDING)
+    sys.exit(EXIT_OK if report.ok else EXIT_FINDING)
 
 
 def _check_writable(path: str) -> None:

@@ -23,10 +23,12 @@ from tracediff.cli.app import (
     EXIT_OK,
     EXIT_USAGE,
     _console,
+    _executor_spec,
     _impl_specs,
     _jobs,
     _scenarios,
     check_output_file,
+    executor_option,
     exit_interrupted,
     main,
     quiet_broken_pipe,
@@ -118,6 +120,7 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
     help="Records shown before each divergence.",
 )
 @click.option("--fail-fast", is_flag=True, help="Stop after the first step with findings.")
+@executor_option
 @click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def gate(
     profile_name: str | None,
@@ -136,6 +139,7 @@ def gate(
     timeout_s: float | None,
     context: int,
     fail_fast: bool,
+    executor_text: str,
     no_progress: bool,
 ) -> None:
     """The CI gate: the regression corpus, then the profile and its golden digests (from
@@ -157,6 +161,7 @@ def gate(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     job_count = _jobs(jobs)
+    executor_spec = _executor_spec(executor_text)
     for path, flag in (
         (junit_path, "--junit"),
         (markdown_path, "--markdown"),
@@ -187,15 +192,22 @@ def gate(
         golden_flag=f"--golden-dir {golden_given}" if golden_given else None,
     )
     from tracediff.cli.heartbeat import Counter, heartbeat
+    from tracediff.executor import open_executor
 
     total = len(options.corpus) + len(options.scenarios)
-    with heartbeat(Counter("gate", total=total), enabled=not no_progress) as counter:
+    with (
+        heartbeat(Counter("gate", total=total), enabled=not no_progress) as counter,
+        open_executor(executor_spec, jobs=job_count) as executor,
+    ):
 
         def count(result: object) -> None:
             counter.done += 1
             counter.findings += getattr(result, "status", "identical") != "identical"
 
-        result = run_gate(options, lambda line: click.echo(f"gate: {line}", err=True), count)
+        def progress(line: str) -> None:
+            click.echo(f"gate: {line}", err=True)
+
+        result = run_gate(options, progress, count, executor=executor)
     report = result.report
     # Files first: a reader that closes stdout early (gate | head) must not cost the reports.
     _write_reports(report, junit_path, markdown_path, html_path, json_path, artifacts_dir)

@@ -15,7 +15,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, _jobs, main
+from tracediff.cli.app import (
+    EXIT_FINDING,
+    EXIT_OK,
+    _console,
+    _executor_spec,
+    _impl_specs,
+    _jobs,
+    executor_option,
+    main,
+)
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
@@ -119,6 +128,7 @@ def golden() -> None:
     default=None,
     help="Also write the outcome as JSON to this file.",
 )
+@executor_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def check_command(
     profile_name: str | None,
@@ -130,6 +140,7 @@ def check_command(
     golden_dir: str,
     artifacts: str | None,
     json_path: str | None,
+    executor_text: str,
     no_progress: bool,
 ) -> None:
     """Run one implementation alone and compare its digests with the profile's manifest.
@@ -138,6 +149,7 @@ def check_command(
     the reference), 2 when there is no manifest or on bad input.
     """
     from tracediff.cli import settings
+    from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
     from tracediff.scenario.profiles import parse_seeds
 
@@ -145,16 +157,20 @@ def check_command(
     profile_name = settings.profile(profile_name)
     chosen = parse_seeds(seeds) if seeds is not None else None
     size = len(chosen) if chosen is not None else _profile_size(profile_name)
-    with _bar(not no_progress, size, "golden check") as advance:
+    executor_spec = _executor_spec(executor_text)
+    with (
+        _bar(not no_progress, size, "golden check") as advance,
+        open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
+    ):
         outcome = check(
             profile_name,
             spec,
             golden_dir=_golden_dir(golden_dir, read=True),
-            jobs=_jobs(jobs),
             timeout_s=settings.timeout(timeout_s),
             artifacts=artifacts,
             on_result=advance,
             seeds=chosen,
+            executor=executor,
         )
     if json_path:
         from tracediff.atomic import write_text_atomic
@@ -207,6 +223,7 @@ def check_command(
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
 @golden_dir_option
 @artifacts_option
+@executor_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def update_command(
     profile_name: str | None,
@@ -214,24 +231,29 @@ def update_command(
     jobs: int | None,
     golden_dir: str | None,
     artifacts: str | None,
+    executor_text: str,
     no_progress: bool,
 ) -> None:
     """Write pending golden files (<profile>.json.new, traces/*.trace.new) when anything
     changed; accepted files are never overwritten (review, then accept or reject)."""
     from tracediff.cli import settings
+    from tracediff.executor import open_executor
     from tracediff.golden import in_ci, update
 
     profile_name = settings.profile(profile_name)
     golden_dir = _golden_dir(golden_dir, read=False)
-
-    with _bar(not no_progress, _profile_size(profile_name), "golden update") as advance:
+    executor_spec = _executor_spec(executor_text)
+    with (
+        _bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
+        open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
+    ):
         outcome = update(
             profile_name,
             golden_dir=golden_dir,
             impl=impl,
-            jobs=_jobs(jobs),
             artifacts=artifacts,
             on_result=advance,
+            executor=executor,
         )
     console = _text_console()
     if outcome.status == "failed":
@@ -390,6 +412,7 @@ def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: 
     default=None,
     help="Also write the result as JSON to this file.",
 )
+@executor_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def selfcheck(
     profile_name: str | None,
@@ -399,21 +422,28 @@ def selfcheck(
     jobs: int | None,
     timeout_s: float | None,
     json_path: str | None,
+    executor_text: str,
     no_progress: bool,
 ) -> None:
     """Run each implementation twice per scenario (two fresh instances) and compare.
 
     Reports nondeterminism (the two runs differ), apart from any divergence between
-    implementations. Exit 0 when every implementation is deterministic, 1 otherwise.
+    implementations. Exit 0 when every implementation is deterministic and never failed,
+    1 otherwise (nondeterminism, or an error or timeout finding).
     """
     from tracediff.cli.app import _scenarios
+    from tracediff.executor import open_executor
     from tracediff.selfcheck import self_check
 
     specs = _impl_specs(impls, check, ("reference", "optimized"))
+    executor_spec = _executor_spec(executor_text)
     scenarios = _scenarios(profile_name, seeds)
-    with _bar(not no_progress, len(scenarios) * len(specs), "self-check") as advance:
+    with (
+        _bar(not no_progress, len(scenarios) * len(specs), "self-check") as advance,
+        open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
+    ):
         summary = self_check(
-            scenarios, specs, jobs=_jobs(jobs), timeout_s=timeout_s, on_result=advance
+            scenarios, specs, timeout_s=timeout_s, on_result=advance, executor=executor
         )
     if json_path:
         from tracediff.atomic import write_text_atomic
@@ -454,6 +484,15 @@ def selfcheck_renderable(summary: Any) -> RenderableType:
                 f"deterministic: {', '.join(summary.impls)} each decided the same twice on "
                 f"{scenarios_n:,} scenarios ({summary.wall_seconds:.1f} s)",
                 style="bold green",
+            )
+        )
+    elif summary.deterministic:
+        bad = sorted({r.impl for r in summary.errors})
+        parts.append(
+            Text(
+                f"ERRORS: {', '.join(bad)} failed (error or timeout) in {len(summary.errors)} "
+                f"of {scenarios_n:,} scenarios; no nondeterminism seen",
+                style="bold red",
             )
         )
     else:

@@ -29,11 +29,13 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     _console,
+    _executor_spec,
     _impl_specs,
     _jobs,
     _scenarios,
     check_output_dir,
     check_output_file,
+    executor_option,
     exit_interrupted,
     main,
 )
@@ -146,6 +148,7 @@ from tracediff.runner import (
     help="Also run each implementation twice per scenario and report nondeterminism apart "
     "from divergence.",
 )
+@executor_option
 @click.option(
     "--no-progress",
     is_flag=True,
@@ -167,6 +170,7 @@ def run(
     scenario_files: tuple[str, ...],
     no_regressions: bool,
     self_check_flag: bool,
+    executor_text: str,
     no_progress: bool,
 ) -> None:
     """Run implementations over a seed set and compare their traces byte for byte.
@@ -184,6 +188,7 @@ def run(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     job_count = _jobs(jobs)
+    executor_spec = _executor_spec(executor_text)
     if json_path and resume_dir:
         from tracediff.journal import journal_path
 
@@ -221,35 +226,14 @@ def run(
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,
         resume=resume_dir,
+        executor=executor_spec.text,
     )
-    summary = _run_with_progress(scenarios, options, show=not no_progress)
-    for note in summary.notes:
-        click.echo(f"tracediff: note: {note}", err=True)
-    from tracediff.report.terminal import summary_renderable
+    from tracediff.executor import open_executor
 
-    _console().print(summary_renderable(summary))
-    if not summary.ok and not summary.interrupted and explain_k > 0:
-        from tracediff.compare.explain import explain_results
-        from tracediff.compare.model import DiffReport
-        from tracediff.report.terminal import report_renderable
-
-        outcomes = explain_results(
-            scenarios,
-            summary.results,
-            specs,
-            suite=scenarios[0].profile,
-            context=explain_k,
-            jobs=job_count,
+    with open_executor(executor_spec, jobs=job_count, memory_limit_mb=memory_limit_mb) as executor:
+        summary, checked = _run_explain_check(
+            scenarios, options, executor, explain_k, self_check_flag, not no_progress
         )
-        report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
-        _console().print(report_renderable(report))
-    checked = None
-    if self_check_flag and not summary.interrupted:
-        from tracediff.cli.golden import selfcheck_renderable
-        from tracediff.selfcheck import self_check
-
-        checked = self_check(scenarios, specs, jobs=options.jobs, timeout_s=timeout_s)
-        _console().print(selfcheck_renderable(checked))
     if json_path:
         from tracediff.atomic import write_text_atomic
 
@@ -263,6 +247,50 @@ def run(
         sys.exit(exit_interrupted(summary.interrupt_signal or signal.SIGINT))
     deterministic = checked is None or checked.ok
     sys.exit(EXIT_OK if summary.ok and deterministic else EXIT_FINDING)
+
+
+def _run_explain_check(
+    scenarios: list[Any],
+    options: RunOptions,
+    executor: Any,
+    explain_k: int,
+    self_check_flag: bool,
+    show: bool,
+) -> tuple[RunSummary, Any]:
+    """The run, its explanations and the optional self-check, all on ``executor``."""
+    summary = _run_with_progress(scenarios, options, show=show, executor=executor)
+    for note in summary.notes:
+        click.echo(f"tracediff: note: {note}", err=True)
+    from tracediff.report.terminal import summary_renderable
+
+    _console().print(summary_renderable(summary))
+    if not summary.ok and not summary.interrupted and explain_k > 0:
+        from tracediff.compare.explain import explain_results
+        from tracediff.compare.model import DiffReport
+        from tracediff.report.terminal import report_renderable
+
+        outcomes = explain_results(
+            scenarios,
+            summary.results,
+            options.impls,
+            suite=scenarios[0].profile,
+            context=explain_k,
+            executor=executor,
+            timeout_s=options.timeout_s,
+            deadline_s=options.kill_after_s,
+        )
+        report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
+        _console().print(report_renderable(report))
+    checked = None
+    if self_check_flag and not summary.interrupted:
+        from tracediff.cli.golden import selfcheck_renderable
+        from tracediff.selfcheck import self_check
+
+        checked = self_check(
+            scenarios, options.impls, timeout_s=options.timeout_s, executor=executor
+        )
+        _console().print(selfcheck_renderable(checked))
+    return summary, checked
 
 
 def check_flags(
@@ -295,8 +323,9 @@ def _signal_name(summary: RunSummary) -> str:
         return f"signal {summary.interrupt_signal}"
 
 
-def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool) -> RunSummary:
-
+def _run_with_progress(
+    scenarios: list[Any], options: RunOptions, *, show: bool, executor: Any = None
+) -> RunSummary:
     console = _console(stderr=True)
     if not show or not console.is_terminal:
         from tracediff.cli.heartbeat import Counter, heartbeat
@@ -307,7 +336,7 @@ def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool)
                 counter.done += 1
                 counter.findings += result.status != IDENTICAL
 
-            return _run_scenarios_cb(scenarios, options, count)
+            return _run_scenarios_cb(scenarios, options, count, executor)
     findings = 0
     plans = 0
     progress = Progress(
@@ -339,15 +368,18 @@ def _run_with_progress(scenarios: list[Any], options: RunOptions, *, show: bool)
                 findings=f"[red]{plural(findings, 'finding')}" if findings else "no findings",
             )
 
-        return _run_scenarios_cb(scenarios, options, on_result)
+        return _run_scenarios_cb(scenarios, options, on_result, executor)
 
 
 def _run_scenarios_cb(
-    scenarios: list[Any], options: RunOptions, on_result: Callable[[ScenarioResult], None]
+    scenarios: list[Any],
+    options: RunOptions,
+    on_result: Callable[[ScenarioResult], None],
+    executor: Any = None,
 ) -> RunSummary:
     from tracediff.runner import run_scenarios
 
-    return run_scenarios(scenarios, options, on_result)
+    return run_scenarios(scenarios, options, on_result, executor=executor)
 
 
 def summary_to_dict(summary: RunSummary) -> dict[str, Any]:

@@ -171,13 +171,19 @@ def shrink(
                 f"{p.attempts} tried, {p.improvements} kept, {p.elapsed:.0f} s"
             )
 
-        result = run_shrink(
-            scenario,
-            specs,
-            signature_fn=SIGNATURES[signature_name],
-            timeout_s=timeout_s,
-            on_progress=on_progress,
-        )
+        from tracediff.executor import open_executor
+
+        # One warm isolated worker: a candidate that exits or kills its process is a
+        # failing candidate, never the end of tracediff.
+        with open_executor("local", jobs=1) as executor:
+            result = run_shrink(
+                scenario,
+                specs,
+                signature_fn=SIGNATURES[signature_name],
+                timeout_s=timeout_s,
+                on_progress=on_progress,
+                executor=executor,
+            )
     console = _text_console()
     names = tuple(s.name for s in specs)
     if not result.failing:
@@ -369,16 +375,20 @@ def fuzz(
                 f"{plural(p.failures, 'failure')}, {p.elapsed:.0f} s"
             )
 
-        result = run_fuzz(
-            specs,
-            max_examples=max_examples,
-            seed=seed,
-            max_failures=max_failures,
-            max_requests=max_requests,
-            shrink_timeout_s=timeout_s,
-            signature_fn=SIGNATURES[signature_name],
-            on_progress=on_progress,
-        )
+        from tracediff.executor import open_executor
+
+        with open_executor("local", jobs=1) as executor:  # one warm isolated worker
+            result = run_fuzz(
+                specs,
+                max_examples=max_examples,
+                seed=seed,
+                max_failures=max_failures,
+                max_requests=max_requests,
+                shrink_timeout_s=timeout_s,
+                signature_fn=SIGNATURES[signature_name],
+                on_progress=on_progress,
+                executor=executor,
+            )
     console = _text_console()
     names = " vs ".join(result.impls)
     if result.ok:

@@ -17,7 +17,7 @@ from tracediff.cli.app import (
     main,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport
-from tracediff.errors import UsageError
+from tracediff.errors import SchedulerFault, TracediffError, UsageError
 from tracediff.impls import parse_impl
 
 
@@ -52,7 +52,15 @@ def record(profile_name: str | None, seed: int, impl: str, check: bool, output: 
     (scenario,) = _scenarios(profile_name, str(seed))
     spec = parse_impl(impl, check=check)
     check_output_file(output, "-o/--output")
-    path = write_trace(scenario, spec, ".", output)
+    try:
+        path = write_trace(scenario, spec, ".", output)
+    except (TracediffError, OSError):
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation failed: a finding
+        raise SchedulerFault(
+            f"{spec.name} failed on {scenario.profile}:{scenario.seed}: "
+            f"{type(exc).__name__}: {exc}; nothing written (tracediff run shows the traceback)"
+        ) from None
     click.echo(f"wrote {path}: {scenario.features()}")
 
 

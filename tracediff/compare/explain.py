@@ -15,11 +15,16 @@ a second, deterministic pass over the same records:
 Failures are explained from the :class:`~tracediff.runner.ScenarioResult`: an error keeps the
 runner's traceback and is re-run to find the record it happened at and the context; a
 timeout is not re-run (it would hang again).
+
+Re-runs happen on the run's executor, under the run's isolation, time and memory limits,
+never in the tracediff process itself: an implementation that exits, kills its process or
+eats memory on the re-run costs a worker, not the report. A re-run that fails for such a
+reason says so ("could not explain: ..."); only a re-run that completes without the finding
+is called not deterministic.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import traceback
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,8 +50,9 @@ from tracediff.compare.model import (
 from tracediff.compare.signature import Condenser
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError, TraceFormatError
+from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
 from tracediff.impls import ImplSpec
-from tracediff.runner import ScenarioResult, trace_records
+from tracediff.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
 from tracediff.trace.codec import KIND_HEADER, KIND_RECORD
@@ -74,7 +80,7 @@ def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
         return next(source)
     except StopIteration:
         return None
-    except Exception as exc:  # noqa: BLE001 - an implementation failing is what we explain
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is what we explain
         if not catch:
             raise
         return _Failed(type(exc).__name__, "".join(traceback.format_exception(exc)).rstrip())
@@ -345,6 +351,13 @@ def explain(
     base = _base_of(scenario, result, specs)
     if result.status == TIMEOUT:
         return _timeout(base, result)
+    if result.status == ERROR and WORKER_DIED in result.message:
+        why = "not re-run: the implementation killed its worker twice, and would again"
+        return _not_reproduced(base, result, why)
+    if result.status == ERROR and LEFT_RUNNING in result.message and result.impls:
+        if all(s.digest == result.impls[0].digest for s in result.impls):
+            why = "not re-run: the decisions were identical; the processes left running are it"
+            return _not_reproduced(base, result, why)
     sources = [_driver_source(scenario, spec) for spec in specs]
     if result.status == ERROR:
         walk = _walk(sources, context=context, stop_on_difference=False)
@@ -365,6 +378,13 @@ def explain(
         name = base.names[walk.pair[1]]
         return _not_reproduced(base, result, f"could not explain: on a second run {name}: {text}")
     return _divergence(walk, base, sources)
+
+
+def unexplained(
+    scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec], why: str
+) -> Divergence:
+    """A finding whose explanation could not be made (``why`` says so), without a re-run."""
+    return _not_reproduced(_base_of(scenario, result, specs), result, why)
 
 
 def _timeout(base: _Base, result: ScenarioResult) -> Divergence:
@@ -425,33 +445,60 @@ def explain_many(
     context: int = DEFAULT_CONTEXT,
     jobs: int = 1,
     condense: bool = False,
+    executor: Executor | None = None,
+    timeout_s: float | None = None,
+    deadline_s: float | None = None,
 ) -> list[Divergence]:
-    """:func:`explain` each finding, in worker processes when ``jobs`` > 1; in input order.
+    """:func:`explain` each finding on ``executor`` (else on worker processes when ``jobs``
+    > 1, else here); in input order. ``timeout_s`` limits each re-run (as the run's limit
+    did), ``deadline_s`` is when its worker is killed.
 
-    A finding that cannot be explained (a bug in tracediff, an implementation that fails only
-    on the second run) still gets a divergence, with a note saying why. With ``condense``,
+    A finding that cannot be explained (a re-run that fails, times out or kills its worker,
+    a bug in tracediff) still gets a divergence, with a note saying why. With ``condense``,
     only the smallest scenario of each signature keeps its context and timeline (see
     :class:`~tracediff.compare.signature.Condenser`), which bounds memory on large runs.
     """
     kept = Condenser()
     found: list[Divergence] = []
     add = kept.add if condense else found.append
-    if jobs <= 1 or len(work) <= 1:
-        for scenario, result in work:
-            add(_explain_or_say_why(scenario, tuple(specs), result, context))
-    else:
-        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            futures = [
-                pool.submit(_explain_or_say_why, scenario, tuple(specs), result, context)
-                for scenario, result in work
-            ]
-            for (scenario, result), future in zip(work, futures, strict=True):
-                try:
-                    add(future.result())
-                except Exception as exc:  # noqa: BLE001 - a worker that died: say so, go on
-                    base = _base_of(scenario, result, specs)
-                    add(_not_reproduced(base, result, f"could not explain: {_describe(exc)}"))
+    if not work:
+        return []
+    chosen = executor
+    if chosen is None:
+        chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work)))
+    payloads = [(scenario, tuple(specs), result, context, timeout_s) for scenario, result in work]
+    try:
+        outcomes = chosen.map(_explain_task, payloads, deadline_s=deadline_s)
+    finally:
+        if executor is None:
+            chosen.close()
+    for (scenario, result), outcome in zip(work, outcomes, strict=True):
+        if outcome.kind == DONE:
+            add(outcome.value)
+        else:
+            base = _base_of(scenario, result, specs)
+            why = f"could not explain: on the re-run, {outcome.failure(timeout_s)}"
+            add(_not_reproduced(base, result, why))
     return kept.items if condense else found
+
+
+def _explain_task(
+    payload: tuple[Scenario, tuple[ImplSpec, ...], ScenarioResult, int, float | None],
+    progress: Any,
+    _notify: Any,
+) -> Divergence:
+    """One explanation on an executor's worker, under the run's time limit."""
+    scenario, specs, result, context, timeout_s = payload
+    try:
+        with time_limit(timeout_s):
+            return _explain_or_say_why(scenario, specs, result, context)
+    except ScenarioTimeout:
+        why = f"could not explain: the re-run exceeded the {timeout_s:g} s time limit"
+    except KeyboardInterrupt:
+        if progress is None:
+            raise  # in this process, Ctrl-C is the user's
+        why = "could not explain: an implementation raised KeyboardInterrupt on the re-run"
+    return _not_reproduced(_base_of(scenario, result, specs), result, why)
 
 
 def _explain_or_say_why(
@@ -459,7 +506,7 @@ def _explain_or_say_why(
 ) -> Divergence:
     try:
         return explain(scenario, specs, result, context)
-    except Exception as exc:  # noqa: BLE001 - the finding stands; its explanation failed
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the finding stands; its explanation failed
         base = _base_of(scenario, result, specs)
         return _not_reproduced(base, result, f"could not explain: {_describe(exc)}")
 
@@ -476,10 +523,13 @@ def explain_results(
     suite: str,
     context: int = DEFAULT_CONTEXT,
     jobs: int = 1,
+    executor: Executor | None = None,
+    timeout_s: float | None = None,
+    deadline_s: float | None = None,
 ) -> list[ScenarioOutcome]:
     """A run's results as report outcomes, each finding explained (condensed, see
-    :func:`explain_many`). ``results`` are the runner's, in input order, possibly fewer
-    than ``scenarios`` when the run was interrupted."""
+    :func:`explain_many`, which takes the other arguments). ``results`` are the runner's,
+    in input order, possibly fewer than ``scenarios`` when the run was interrupted."""
     if len(results) == len(scenarios):
         pairs = list(zip(scenarios, results, strict=True))
     else:
@@ -491,6 +541,9 @@ def explain_results(
         context=context,
         jobs=jobs,
         condense=True,
+        executor=executor,
+        timeout_s=timeout_s,
+        deadline_s=deadline_s,
     )
     divergences = iter(found)
     return [

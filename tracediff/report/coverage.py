@@ -12,7 +12,7 @@ from tracediff.coverage import CoverageReport
 def coverage_renderable(report: CoverageReport) -> RenderableType:
     """One row per feature (missing required ones in red; informational ones, which do not
     decide the verdict, dim and last), then a one-line verdict."""
-    scenarios = len(report.scenarios)
+    scenarios = len(report.seeds)
     table = Table(
         title=f"tracediff coverage: profile {report.profile} ({report.impl})",
         header_style="bold",

@@ -63,6 +63,16 @@ def dumps(report: DiffReport) -> str:
     return json.dumps(report_to_dict(report), indent=1, ensure_ascii=False) + "\n"
 
 
+def outcome_to_dict(outcome: ScenarioOutcome) -> dict[str, Any]:
+    """One scenario's outcome (with its divergence) as JSON-ready data, as in a report."""
+    return _outcome(outcome)
+
+
+def outcome_from_dict(data: Any, path: str = "<outcome>") -> ScenarioOutcome:
+    """The inverse of :func:`outcome_to_dict`; TraceFormatError naming ``path`` if wrong."""
+    return _read_outcome(_Reader(path), data, "outcome")
+
+
 def _outcome(outcome: ScenarioOutcome) -> dict[str, Any]:
     return {
         "suite": outcome.suite,

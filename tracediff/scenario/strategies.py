@@ -145,6 +145,10 @@ _PARAM_CHOICES: dict[str, st.SearchStrategy[Any]] = {
     "refresh_period_us": _choice(_DEFAULTS.refresh_period_us, 1, 20_000, 10_000_000),
     "refresh_tolerance": _choice(_DEFAULTS.refresh_tolerance, 0.0, 0.5),
     "prefill_chunk": _choice(_DEFAULTS.prefill_chunk, 128, 4096),
+    # coarse clocks and a cost proportional to tokens make exact value ties (tie-breaks)
+    "duration_quantum_us": _choice(_DEFAULTS.duration_quantum_us, 1_000, 4_000),
+    "base_us": _choice(_DEFAULTS.base_us, 0),
+    "lane_us": _choice(_DEFAULTS.lane_us, 0),
 }
 _VERIFY_BUDGET = _maybe(1, 160, absent=_DEFAULTS.verify_budget)
 
@@ -187,6 +191,8 @@ _TRUTHS = st.builds(
     device_truncation=_UNIT,
     copy_match=_UNIT,
     copy_zero_run=_UNIT,
+    duration_quantum_us=st.sampled_from([1, 1_000, 4_000]),
+    copy_max_offer=st.sampled_from([10, 7, 3]),
 )
 
 

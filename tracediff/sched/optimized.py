@@ -408,6 +408,17 @@ class OptimizedScheduler(SchedulerCore):
                 (chosen[_KIND], chosen_prefixes, chosen_b_pad, chosen_width),
                 lane_values,
             )
+            self._check_against_reference(
+                lanes,
+                prefill,
+                now,
+                rows,
+                pruned,
+                winner_id,
+                probe_rows,
+                lane_values,
+                (chosen_prefixes, chosen_duration),
+            )
         submitted = SubmittedRound(
             number,
             chosen[_KIND],
@@ -754,6 +765,54 @@ class OptimizedScheduler(SchedulerCore):
         recomputed = [F.lane_value(c, p) for c, p in zip(curves, prefixes, strict=False)]
         if values != recomputed:
             self._fault("lane values", values, recomputed)
+
+    def _check_against_reference(
+        self,
+        lanes: list[Lane],
+        prefill: RequestState | None,
+        now: int,
+        rows: list[list[Any]],
+        pruned: dict[int, int],
+        winner_id: int,
+        probe_rows: list[list[Any]],
+        lane_values: list[list[Any]],
+        chosen: tuple[list[int], int],
+    ) -> None:
+        """Every recorded value against the reference's own pieces, on this state.
+
+        The reference's candidate enumeration, allocation, E, duration and value per row
+        (so allocations reused across width bounds are checked too, not only those computed),
+        its all-pairs pruning, winner rule, probe rows (gain, E, duration, cost) and lane
+        values; the reference reads this scheduler's table, requests and rounds in flight.
+        """
+        spec = self._spec
+        assert spec is not None
+        spec.table = self.table
+        spec.requests = self.requests
+        spec.submitted = self.submitted
+        candidates = spec.candidates(lanes, prefill, now)
+        theirs = [c.row() for c in candidates]
+        if len(theirs) != len(rows):
+            self._fault("number of candidates", len(rows), len(theirs))
+        for mine, row in zip(rows, theirs, strict=True):
+            if mine != row:
+                self._fault(f"candidate {row[_ID]}", mine, row)
+        all_pairs = spec.prune(candidates)
+        if pruned != all_pairs:
+            self._fault("pruned list", sorted(pruned.items()), sorted(all_pairs.items()))
+        winner = spec.best([c for c in candidates if c.id not in all_pairs])
+        if winner.id != winner_id:
+            self._fault("winner", winner_id, winner.id)
+        if winner.cohort == 0:
+            return
+        prefill_tokens = spec.prefill_tokens(prefill) if winner.prefill else 0
+        probes, _allocations = spec.probes(winner, lanes, prefill_tokens)
+        if probes != probe_rows:
+            self._fault("acceptance probe rows", probe_rows, probes)
+        prefixes, duration = chosen
+        recomputed = spec.lane_values(lanes[: len(prefixes)], prefixes, duration, now)
+        if lane_values != recomputed:
+            self._fault("lane values", lane_values, recomputed)
 
     def _check_probes(
         self,

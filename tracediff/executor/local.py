@@ -1,33 +1,33 @@
-"""Isolated worker processes with a parent-side watchdog.
+"""The local executor: isolated worker processes on this machine, watched by the parent.
 
 Why not ``concurrent.futures.ProcessPoolExecutor``: when one of its workers dies (``os._exit``,
-a segfault, the kernel's OOM killer) the whole pool breaks, every pending future fails with
-``BrokenProcessPool`` and nothing says which task killed it; and a worker stuck in C code (a
-deadlocked mutex, a regular expression backtracking forever) cannot be stopped at all, since
-the in-process ``SIGALRM`` only interrupts Python bytecode. Here each worker is handed one task
-at a time over its own pipe, so the parent always knows which task a worker holds and since
-when, and can kill and replace exactly that worker while the others go on.
+a segfault, the kernel's out-of-memory killer) the whole pool breaks, every pending future
+fails with ``BrokenProcessPool`` and nothing says which task killed it; and a worker stuck
+in C code (a deadlocked mutex, a regular expression backtracking forever) cannot be stopped
+at all, since the in-process ``SIGALRM`` only interrupts Python bytecode. Here each worker is
+handed one task at a time over its own pipe, so the parent always knows which task a worker
+holds and since when, and can kill and replace exactly that worker while the others go on.
 
 What a task may rely on, in the worker:
 
 - ``SIGINT`` is ignored (the parent decides what Ctrl-C means); ``SIGTERM`` unwinds the task
   with :class:`WorkerStop` so that ``finally`` blocks run and atomic writers drop their
   temporary files.
+- Each worker leads its own process group: whatever an implementation starts (a server, a
+  ``sleep``) is killed with the worker's group when the worker is killed, dies, or the pool
+  closes, so nothing an implementation spawns outlives tracediff (a process that leaves the
+  group on purpose, with ``setsid``, is beyond reach).
 - ``faulthandler`` writes a fatal signal's Python stack, and the stack the parent asks for
   with ``SIGUSR1`` just before it kills a hung worker, to a file the parent reads back: a
   finding gets a traceback even when the worker could not report anything itself.
-- ``progress`` is a small shared integer array the task may update so that the parent can
-  say where a worker was when it had to be killed (the runner stores the implementation
-  index and plan number there).
-- ``notify(seconds)`` moves the task's deadline to ``seconds`` from now (for work after the
-  timed part, such as writing artifacts).
 - With ``memory_limit_mb``, ``RLIMIT_AS`` caps the worker's address space: allocations
   beyond it raise ``MemoryError`` in the task instead of exhausting the machine.
 
 Workers are started by ``forkserver`` where there is one (a small, single-threaded server
 process forks them: no inherited threads or locks of the parent, no parent memory counted
 against the memory limit), else ``spawn``. A worker whose parent dies is killed by the
-kernel (Linux ``PR_SET_PDEATHSIG``), so a hung worker never outlives tracediff.
+kernel (Linux ``PR_SET_PDEATHSIG``), so a hung worker never outlives tracediff. Workers
+live as long as the pool: one pool serves a command's run and then its explanations.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
@@ -55,12 +54,19 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.errors import UsageError
+from tracediff.executor.base import (
+    ATTEMPTS,
+    DIED,
+    DONE,
+    FAILED,
+    KILLED,
+    PROGRESS_SLOTS,
+    Executor,
+    Guard,
+    Outcome,
+    Task,
+)
 
-# What a worker runs: function(payload, progress, notify) -> picklable result.
-Task = Callable[[Any, Any, Callable[[float], None]], Any]
-
-DONE, KILLED, DIED, FAILED = "done", "killed", "died", "failed"
-PROGRESS_SLOTS = 2
 # How long a hung worker gets to write its stack after SIGUSR1, and how long stopping
 # workers get to exit on SIGTERM before they are killed.
 STACK_WAIT_S = 0.5
@@ -75,99 +81,80 @@ class WorkerStop(BaseException):
     task's own error handling does not swallow it)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How one task ended. ``kind`` is ``done`` (``value`` holds the task's result),
-    ``killed`` (past its deadline), ``died`` (the worker exited or was killed by a
-    signal while running it) or ``failed`` (the task raised; ``detail`` has the traceback)."""
-
-    index: int
-    kind: str
-    value: Any = None
-    seconds: float = 0.0
-    exitcode: int | None = None
-    progress: tuple[int, ...] = ()
-    stack: str = ""
-    detail: str = ""
-
-    def death(self) -> str:
-        """How the worker died, in words."""
-        code = self.exitcode
-        if code is None:
-            return "the worker vanished"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return f"the worker process was killed by {name}"
-        return f"the worker process exited with status {code}"
-
-
 @dataclass
 class _Slot:
     process: BaseProcess
     conn: Connection
     progress: Any
     stack_path: Path
+    name: str
+    task: Task | None = None
     index: int | None = None
+    payload: Any = None
+    attempts: int = 0
     started: float = 0.0
     deadline: float | None = None
 
 
-class WorkerPool:
-    """Run tasks in isolated worker processes; see the module docstring.
+class LocalPool(Executor):
+    """Tasks in isolated worker processes of this machine; see the module docstring."""
 
-    ``deadline_s`` is the wall time a task may take before its worker is killed and the task
-    reported as ``timeout`` (``None``: no limit). The pool is used once: :meth:`run`.
-    """
+    name = "local"
 
-    def __init__(
-        self,
-        task: Task,
-        jobs: int,
-        *,
-        deadline_s: float | None = None,
-        memory_limit_mb: int | None = None,
-    ) -> None:
-        self._task = task
+    def __init__(self, jobs: int, *, memory_limit_mb: int | None = None) -> None:
         self._jobs = max(1, jobs)
-        self._deadline_s = deadline_s
         self._memory_limit_mb = memory_limit_mb
         self._context = _context()
         self._slots: list[_Slot] = []
-        self._stack_dir = Path(tempfile.mkdtemp(prefix="tracediff-workers-"))
+        self._stack_dir: Path | None = None
         self._started = 0
 
-    def run(
-        self,
-        tasks: Iterable[tuple[int, Any]],
-        on_outcome: Callable[[Outcome], None],
-        guard: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
-    ) -> None:
-        """Run every ``(index, payload)``; call ``on_outcome`` as each ends, in the parent.
+    @property
+    def workers(self) -> int:
+        return self._jobs
 
-        Returns when all have ended. Any exception (an interrupt, one from ``on_outcome``)
-        stops and kills the workers before it propagates; tasks in flight are lost. Results
-        are received and handed to ``on_outcome`` inside ``guard()`` (a caller's way to hold
-        off interrupts, so that nothing is lost between the pipe and the caller).
-        """
-        pending = deque(tasks)
-        clean = False
+    def stream(
+        self,
+        task: Task,
+        items: Iterable[tuple[int, Any]],
+        on_outcome: Callable[[Outcome], None],
+        *,
+        deadline_s: float | None = None,
+        guard: Guard = contextlib.nullcontext,
+    ) -> None:
+        source = iter(items)
+        retry: deque[tuple[int, Any, int]] = deque()
+        exhausted = False
         try:
-            while pending or self._busy():
-                while pending:
+            while True:
+                while retry or not exhausted:
                     slot = self._idle_slot()
                     if slot is None:
                         break
-                    index, payload = pending.popleft()
-                    self._assign(slot, index, payload)
+                    if retry:
+                        index, payload, attempts = retry.popleft()
+                    else:
+                        item = next(source, None)
+                        if item is None:
+                            exhausted = True
+                            break
+                        (index, payload), attempts = item, 1
+                    self._assign(slot, task, index, payload, attempts, deadline_s)
+                if not self._busy():
+                    break
                 self._wait()
                 with guard():
-                    self._collect(on_outcome)
-            clean = True
-        finally:
-            self._shutdown(graceful=clean)
+                    for outcome, again in self._collect():
+                        if again is not None:
+                            retry.append(again)
+                        else:
+                            on_outcome(outcome)
+        except BaseException:
+            self._shutdown(graceful=False)
+            raise
+
+    def close(self) -> None:
+        self._shutdown(graceful=True)
 
     # -- parent side ---------------------------------------------------------------------
     def _busy(self) -> list[_Slot]:
@@ -185,25 +172,36 @@ class WorkerPool:
 
     def _start_worker(self) -> _Slot:
         self._started += 1
+        if self._stack_dir is None:
+            self._stack_dir = Path(tempfile.mkdtemp(prefix="tracediff-workers-"))
         parent_end, child_end = self._context.Pipe(duplex=True)
         progress = self._context.RawArray("q", PROGRESS_SLOTS)
         stack_path = self._stack_dir / f"worker-{self._started}.stack"
+        name = f"tracediff-worker-{self._started}"
         process = self._context.Process(  # type: ignore[attr-defined]
             target=_worker_main,
-            args=(child_end, self._task, progress, str(stack_path), self._memory_limit_mb),
-            name=f"tracediff-worker-{self._started}",
+            args=(child_end, progress, str(stack_path), self._memory_limit_mb),
+            name=name,
             daemon=True,
         )
         process.start()
         child_end.close()
-        return _Slot(process, parent_end, progress, stack_path)
+        return _Slot(process, parent_end, progress, stack_path, f"local-{self._started}")
 
-    def _assign(self, slot: _Slot, index: int, payload: Any) -> None:
-        slot.index = index
+    def _assign(
+        self,
+        slot: _Slot,
+        task: Task,
+        index: int,
+        payload: Any,
+        attempts: int,
+        deadline_s: float | None,
+    ) -> None:
+        slot.task, slot.index, slot.payload, slot.attempts = task, index, payload, attempts
         slot.started = time.monotonic()
-        slot.deadline = None if self._deadline_s is None else slot.started + self._deadline_s
+        slot.deadline = None if deadline_s is None else slot.started + deadline_s
         try:
-            slot.conn.send((index, payload))
+            slot.conn.send((task, index, payload))
         except OSError:
             pass  # the worker is gone; _collect reports it as died with this task
 
@@ -216,7 +214,10 @@ class WorkerPool:
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         mp_connection.wait(waitables, timeout)
 
-    def _collect(self, on_outcome: Callable[[Outcome], None]) -> None:
+    def _collect(self) -> list[tuple[Outcome, tuple[int, Any, int] | None]]:
+        """Outcomes of the tasks that ended, each with the task to run again (when its
+        worker died and it has attempts left) or None."""
+        ended: list[tuple[Outcome, tuple[int, Any, int] | None]] = []
         for slot in list(self._slots):
             while slot.index is not None and _readable(slot.conn):
                 try:
@@ -224,22 +225,28 @@ class WorkerPool:
                 except (EOFError, OSError):
                     break  # died mid-message: the sentinel check below reports it
                 except Exception as exc:  # noqa: BLE001 - a result that cannot be unpickled
-                    on_outcome(self._release(slot, FAILED, detail=_one_line(exc)))
+                    ended.append((self._release(slot, FAILED, detail=_one_line(exc)), None))
                     continue
                 outcome = self._handle(slot, message)
                 if outcome is not None:
-                    on_outcome(outcome)
+                    ended.append((outcome, None))
             if not slot.process.is_alive():
                 if slot.index is not None:
                     slot.process.join(STOP_WAIT_S)
+                    again = (
+                        (slot.index, slot.payload, slot.attempts + 1)
+                        if slot.attempts < ATTEMPTS
+                        else None
+                    )
                     stack = _read_stack(slot.stack_path)
                     exitcode = slot.process.exitcode
-                    on_outcome(self._release(slot, DIED, exitcode=exitcode, stack=stack))
+                    ended.append((self._release(slot, DIED, exitcode=exitcode, stack=stack), again))
                 self._discard(slot)
             elif slot.deadline is not None and time.monotonic() >= slot.deadline:
                 stack = _stop_hung(slot)
-                on_outcome(self._release(slot, KILLED, stack=stack))
+                ended.append((self._release(slot, KILLED, stack=stack), None))
                 self._discard(slot)
+        return ended
 
     def _handle(self, slot: _Slot, message: Any) -> Outcome | None:
         kind = message[0]
@@ -249,7 +256,7 @@ class WorkerPool:
             slot.deadline = time.monotonic() + float(message[1])
             return None
         if kind == DONE:
-            return self._release(slot, DONE, value=message[2])
+            return self._release(slot, DONE, value=message[2], leftovers=tuple(message[3]))
         if kind == FAILED:
             return self._release(slot, FAILED, detail=message[2])
         return None
@@ -261,13 +268,16 @@ class WorkerPool:
             kind=kind,
             seconds=time.monotonic() - slot.started,
             progress=tuple(slot.progress[:]),
+            worker=slot.name,
+            attempts=slot.attempts,
             **fields,
         )
-        slot.index = None
+        slot.index = slot.payload = slot.task = None
         slot.deadline = None
         return outcome
 
     def _discard(self, slot: _Slot) -> None:
+        _kill_group(slot.process)
         with contextlib.suppress(OSError):
             slot.conn.close()
         self._slots.remove(slot)
@@ -287,9 +297,21 @@ class WorkerPool:
             if slot.process.is_alive():
                 slot.process.kill()
                 slot.process.join(STOP_WAIT_S)
+            _kill_group(slot.process)  # what its tasks started, still running
             with contextlib.suppress(OSError):
                 slot.conn.close()
-        shutil.rmtree(self._stack_dir, ignore_errors=True)
+        if self._stack_dir is not None:
+            shutil.rmtree(self._stack_dir, ignore_errors=True)
+            self._stack_dir = None
+
+
+def _kill_group(process: BaseProcess) -> None:
+    """SIGKILL the worker's process group (the worker made itself its leader)."""
+    pid = process.pid
+    if pid is None or not hasattr(os, "killpg"):
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _context() -> BaseContext:
@@ -319,6 +341,7 @@ def _stop_hung(slot: _Slot) -> str:
             _wait_for_growth(slot.stack_path, before)
     slot.process.kill()
     slot.process.join(STOP_WAIT_S)
+    _kill_group(slot.process)
     return _read_stack(slot.stack_path)
 
 
@@ -340,7 +363,7 @@ def _read_stack(path: Path) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-    machinery = (f"{os.sep}multiprocessing{os.sep}", f"{os.sep}tracediff{os.sep}workers.py")
+    machinery = (f"{os.sep}multiprocessing{os.sep}", f"{os.sep}tracediff{os.sep}executor{os.sep}")
     kept = [
         line
         for line in text.splitlines()
@@ -358,11 +381,12 @@ def _one_line(exc: BaseException) -> str:
 # -- worker side ---------------------------------------------------------------------------
 def _worker_main(
     conn: Connection,
-    task: Task,
     progress: Any,
     stack_path: str,
     memory_limit_mb: int | None,
 ) -> None:
+    with contextlib.suppress(OSError):
+        os.setsid()  # lead a process group of its own: see _kill_group
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_stop)
     _die_with_parent()
@@ -376,7 +400,7 @@ def _worker_main(
             if problem:
                 conn.send(("fatal", problem))
                 return
-        _serve(conn, task, progress)
+        _serve(conn, progress)
     except WorkerStop:
         pass
     finally:
@@ -384,7 +408,7 @@ def _worker_main(
             conn.close()
 
 
-def _serve(conn: Connection, task: Task, shared: Any) -> None:
+def _serve(conn: Connection, shared: Any) -> None:
     progress = memoryview(shared).cast("B").cast("q")  # faster stores than the ctypes array
 
     def notify(seconds: float) -> None:
@@ -397,7 +421,7 @@ def _serve(conn: Connection, task: Task, shared: Any) -> None:
             return
         if message is None:
             return
-        index, payload = message
+        task, index, payload = message
         progress[0], progress[1] = -1, 0
         try:
             value = task(payload, progress, notify)
@@ -406,7 +430,34 @@ def _serve(conn: Connection, task: Task, shared: Any) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, worker goes on
             conn.send((FAILED, index, "".join(traceback.format_exception(exc)).rstrip()))
             continue
-        conn.send((DONE, index, value))
+        leftovers = _stop_children()
+        try:
+            conn.send((DONE, index, value, leftovers))
+        except Exception as exc:  # noqa: BLE001 - a value that cannot be pickled
+            conn.send((FAILED, index, f"the task's result cannot be sent back: {_one_line(exc)}"))
+
+
+def _stop_children() -> tuple[str, ...]:
+    """Kill (and reap) what the task left running among this worker's children; returns
+    them as "pid (name)". Linux only (``/proc/self/task/*/children``); elsewhere, and for
+    grandchildren, the process-group kill when the worker ends is what stops them."""
+    pids: set[int] = set()
+    with contextlib.suppress(OSError):
+        for thread in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError):
+                text = Path(f"/proc/self/task/{thread}/children").read_text()
+                pids.update(int(pid) for pid in text.split())
+    found = []
+    for pid in sorted(pids):
+        name = "?"
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        found.append(f"{pid} ({name})")
+    return tuple(found)
 
 
 def _raise_stop(_signum: int, _frame: Any) -> None:

@@ -1,0 +1,121 @@
+"""References that misbehave on one scenario (seed ``HOSTILE_SEED``, plan ``HOSTILE_AT``) in
+ways aimed at tracediff itself rather than at the comparison; on every other scenario they
+decide as the reference. tests/test_hostile_impls.py runs each through the command line.
+
+=======================  ===========================================================
+class                    what it does
+=======================  ===========================================================
+ExitZeroScheduler        ``sys.exit(0)``: must not look like success
+SystemExitScheduler      ``raise SystemExit(3)``
+HardExitScheduler        ``os._exit(7)``: the process ends at once
+InterruptScheduler       raises ``KeyboardInterrupt``: must not look like Ctrl-C
+AllocateScheduler        allocates 3 GB at once (refuses without an address-space limit)
+MutatingScheduler        changes the Scenario it is given (every seed: 4242, other knobs)
+HugeRecordScheduler      returns a plan with 10^6 candidate rows
+SpawnScheduler           starts ``sleep`` and leaves it running (pid: spawn_pid_file())
+BrokenConstructor        raises in ``__init__``
+=======================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tracediff.scenario.model import Scenario
+from tracediff.sched.reference import ReferenceScheduler
+
+HOSTILE_SEED = 3
+HOSTILE_AT = 2
+ALLOCATE_BYTES = 3 * 1024**3
+HUGE_ROWS = 10**6
+MUTATED_SEED = 4242
+
+
+def spawn_pid_file() -> Path:
+    """Where SpawnScheduler notes its children (a fixed name: a worker's environment is its
+    fork server's, fixed when the server started, so a test cannot pass a path in it)."""
+    return Path(tempfile.gettempdir()) / f"tracediff-hostile-spawn-{os.getuid()}.pids"
+
+
+class _HostileOnOneSeed(ReferenceScheduler):
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self._hostile = scenario.seed == HOSTILE_SEED
+
+    def plan(self, now: int) -> Any:
+        record = super().plan(now)
+        if self._hostile and record["plan"] == HOSTILE_AT:
+            return self.misbehave(record)
+        return record
+
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+class ExitZeroScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        sys.exit(0)
+
+
+class SystemExitScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        raise SystemExit(3)
+
+
+class HardExitScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        os._exit(7)
+
+
+class InterruptScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        raise KeyboardInterrupt
+
+
+class AllocateScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            raise RuntimeError("AllocateScheduler refuses to allocate without --memory-limit")
+        hoard = bytearray(ALLOCATE_BYTES)
+        return record | {"plan": record["plan"] + len(hoard)}
+
+
+class MutatingScheduler(ReferenceScheduler):
+    """Decides as the reference on the scenario it was given, after changing it (seed 4242,
+    one lane at most): another implementation handed the same object would run a different
+    scenario, and the run would report the wrong seed."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        object.__setattr__(scenario, "seed", MUTATED_SEED)
+        changed = dataclasses.replace(scenario.params, max_lanes=1, base_us=1)
+        object.__setattr__(scenario, "params", changed)
+        super().__init__(scenario)
+
+
+class HugeRecordScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        row = record["candidates"][0] if record["candidates"] else [0]
+        return record | {"candidates": [list(row) for _ in range(HUGE_ROWS)]}
+
+
+class SpawnScheduler(_HostileOnOneSeed):
+    def misbehave(self, record: dict[str, Any]) -> Any:
+        child = subprocess.Popen(["sleep", "300"])
+        with open(spawn_pid_file(), "a", encoding="utf-8") as handle:
+            handle.write(f"{child.pid}\n")
+        return record
+
+
+class BrokenConstructor(ReferenceScheduler):
+    def __init__(self, scenario: Scenario) -> None:
+        if scenario.seed == HOSTILE_SEED:
+            raise RuntimeError("deliberate failure in the constructor")
+        super().__init__(scenario)

@@ -1,0 +1,225 @@
+"""Running a campaign: see :mod:`tracediff.campaign`."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracediff.campaign.store import CampaignStore, Row, Totals
+from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
+from tracediff.executor import DONE, Executor, Outcome
+from tracediff.impls import ImplSpec
+from tracediff.runner import (
+    IDENTICAL,
+    TIMEOUT,
+    WORKER_DIED,
+    RunOptions,
+    ScenarioResult,
+    StopSignals,
+    _outcome_result,
+    _run_task,
+)
+from tracediff.scenario.profiles import Profile
+
+SUITE = "campaign"
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    profile: Profile
+    seeds: Sequence[int]
+    impls: tuple[ImplSpec, ...]
+    out: str
+    timeout_s: float | None = None
+    memory_limit_mb: int | None = None
+    max_failures: int | None = None  # stop once the store holds this many findings
+    context: int = DEFAULT_CONTEXT
+
+    @property
+    def run_options(self) -> RunOptions:
+        return RunOptions(
+            impls=self.impls, timeout_s=self.timeout_s, memory_limit_mb=self.memory_limit_mb
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """What a campaign directory belongs to: resuming with other values is refused."""
+        return {
+            "impls": [[spec.name, spec.target] for spec in self.impls],
+            "profile": self.profile.name,
+        }
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    out: str
+    impls: tuple[str, ...]
+    totals: Totals
+    wall_seconds: float
+    ran: int  # scenarios finished by this invocation
+    resumed: int  # scenarios already in the store when it started
+    remaining: int  # seeds of the range not in the store when it ended
+    stopped: str | None = None  # why it ended early: "--max-failures N", "SIGINT", ...
+
+    @property
+    def ok(self) -> bool:
+        return self.stopped is None and self.remaining == 0 and self.totals.findings == 0
+
+
+class _Enough(Exception):
+    """--max-failures reached."""
+
+
+def run_campaign(
+    options: CampaignOptions,
+    executor: Executor,
+    on_row: Callable[[Totals, Row], None] | None = None,
+) -> CampaignResult:
+    """Run every seed of ``options`` not yet in its store; ``on_row`` sees each new row with
+    the running totals (for a live display)."""
+    started = time.perf_counter()
+    run_options = options.run_options
+    kill_after = run_options.kill_after_s
+    stopped: str | None = None
+    ran = 0
+    with CampaignStore.open(options.out, options.identity()) as store:
+        done = store.done()
+        totals = store.totals()
+        resumed = totals.scenarios
+        todo = (seed for seed in options.seeds if seed not in done)
+        items = (
+            (
+                seed,
+                (
+                    options.profile,
+                    seed,
+                    options.impls,
+                    options.timeout_s,
+                    options.memory_limit_mb,
+                    options.context,
+                    kill_after,
+                ),
+            )
+            for seed in todo
+        )
+
+        def record(outcome: Outcome) -> None:
+            nonlocal ran
+            row = _row(outcome, options, run_options, totals)
+            if store.add(row):
+                totals.add(row)
+                ran += 1
+                if on_row is not None:
+                    on_row(totals, row)
+            if options.max_failures is not None and totals.findings >= options.max_failures:
+                raise _Enough()
+
+        stop = StopSignals()
+        try:
+            with stop:
+                executor.stream(
+                    _campaign_task, items, record, deadline_s=kill_after, guard=stop.deferred
+                )
+        except _Enough:
+            stopped = f"--max-failures {options.max_failures}"
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", signal.SIGINT)
+            stopped = signal.Signals(signum).name
+        store.commit()
+        remaining = sum(1 for _ in _missing(store, options.seeds))
+    return CampaignResult(
+        out=options.out,
+        impls=tuple(spec.name for spec in options.impls),
+        totals=totals,
+        wall_seconds=time.perf_counter() - started,
+        ran=ran,
+        resumed=resumed,
+        remaining=remaining,
+        stopped=stopped,
+    )
+
+
+def _missing(store: CampaignStore, seeds: Sequence[int]) -> Iterator[int]:
+    done = store.done()
+    return (seed for seed in seeds if seed not in done)
+
+
+def _campaign_task(
+    payload: tuple[Profile, int, tuple[ImplSpec, ...], float | None, int | None, int, Any],
+    progress: Any,
+    notify: Callable[[float], None],
+) -> tuple[ScenarioResult, Divergence | None]:
+    """One seed in a worker: generate, run in lockstep, explain a finding right here (under
+    the same isolation and limits), so that its signature is known as it arrives."""
+    from tracediff.compare.explain import _explain_task
+    from tracediff.scenario.generator import generate
+
+    profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
+    scenario = generate(profile, seed)
+    task = (scenario, specs, None, timeout_s, memory_limit_mb, None)
+    result: ScenarioResult = _run_task(task, progress, notify)
+    if result.status == IDENTICAL:
+        return result, None
+    if kill_after is not None:
+        notify(kill_after)  # the explanation re-runs the scenario: a fresh deadline
+    divergence = _explain_task((scenario, specs, result, context, timeout_s), progress, notify)
+    return result, divergence
+
+
+def _row(
+    outcome: Outcome, options: CampaignOptions, run_options: RunOptions, totals: Totals
+) -> Row:
+    from tracediff.compare.explain import explain, unexplained
+    from tracediff.compare.explain import outcome as as_outcome
+    from tracediff.compare.signature import slim
+    from tracediff.report.json_report import outcome_to_dict
+
+    divergence: Divergence | None = None
+    if outcome.kind == DONE:
+        result, divergence = outcome.value
+        if outcome.leftovers:  # the runner's rule for leaked processes, on the pair's result
+            result = _outcome_result(
+                Outcome(outcome.index, DONE, value=result, leftovers=outcome.leftovers),
+                _scenario(options, outcome.index),
+                run_options,
+            )
+    else:
+        scenario = _scenario(options, outcome.index)
+        result = _outcome_result(outcome, scenario, run_options)
+        if result.status == TIMEOUT or WORKER_DIED in result.message:
+            divergence = explain(scenario, options.impls, result, options.context)  # no re-run
+        else:
+            divergence = unexplained(scenario, result, options.impls, outcome.failure())
+    signature = None
+    stored = None
+    if result.status != IDENTICAL:
+        if divergence is None:
+            scenario = _scenario(options, outcome.index)
+            divergence = unexplained(scenario, result, options.impls, "not explained")
+        signature = str(divergence.signature)
+        if signature in totals.signatures:  # only each signature's first keeps its context
+            divergence = slim(divergence)
+        stored = outcome_to_dict(as_outcome(result, divergence, SUITE))
+        stored["message"] = result.message
+    impls = tuple(
+        (s.name, s.plans, s.records, s.digest, round(s.seconds, 6), round(s.plan_seconds, 6))
+        for s in result.impls
+    )
+    return Row(
+        seed=result.seed,
+        status=result.status,
+        worker=outcome.worker or "?",
+        seconds=round(outcome.seconds, 6),
+        plans=result.impls[0].plans if result.impls else 0,
+        impls=impls,
+        signature=signature,
+        outcome=stored,
+    )
+
+
+def _scenario(options: CampaignOptions, seed: int) -> Any:
+    from tracediff.scenario.generator import generate
+
+    return generate(options.profile, seed)

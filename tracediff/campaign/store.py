@@ -1,0 +1,247 @@
+"""The campaign's results store: one SQLite file, ``<DIR>/campaign.sqlite``.
+
+Why SQLite: a campaign of a million scenarios writes a million small rows as they arrive,
+must survive being killed at any moment, and must answer "which seeds are done" when it is
+resumed; a JSON file would be rewritten whole, JSON lines would need their own index and
+recovery. SQLite (in the standard library) gives transactions, an index on the seed and
+aggregate queries, in one file a user can also open with ``sqlite3``.
+
+Schema, version 1:
+
+- ``meta(key, value)``: ``format`` (tracediff-campaign), ``version``, ``identity`` (the
+  implementations and the profile, as JSON: a campaign directory holds one campaign);
+- ``results(seed PRIMARY KEY, status, worker, seconds, plans, impls, signature, outcome)``:
+  one row per finished scenario. ``impls`` is JSON ``[[name, plans, records, digest,
+  seconds, plan_seconds], ...]``; ``seconds`` is the worker's wall time on it, harness
+  included; ``signature`` and ``outcome`` (the explained finding as in a JSON report) are
+  set for findings only.
+
+A seed is inserted once (``INSERT OR IGNORE``): a scenario reported twice (a Dask task run
+again after its worker was lost just as it finished) is counted once. Rows are committed in
+batches; a campaign killed between two commits loses at most the batch in flight, which a
+resumed campaign runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracediff.errors import OutputError, TraceFormatError, UsageError
+
+FORMAT = "tracediff-campaign"
+VERSION = 1
+STORE_FILE = "campaign.sqlite"
+COMMIT_EVERY = 256  # rows
+COMMIT_AFTER_S = 1.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    seed INTEGER PRIMARY KEY,
+    status TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    plans INTEGER NOT NULL,
+    impls TEXT NOT NULL,
+    signature TEXT,
+    outcome TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One finished scenario as the store holds it."""
+
+    seed: int
+    status: str
+    worker: str
+    seconds: float
+    plans: int
+    impls: tuple[tuple[str, int, int, str, float, float], ...]
+    signature: str | None = None
+    outcome: dict[str, Any] | None = None
+
+
+@dataclass
+class Totals:
+    """What the rows add up to (the campaign summary's numbers)."""
+
+    statuses: dict[str, int] = field(default_factory=dict)
+    plans: int = 0
+    impl_plans: dict[str, int] = field(default_factory=dict)
+    impl_seconds: dict[str, float] = field(default_factory=dict)
+    impl_plan_seconds: dict[str, float] = field(default_factory=dict)
+    workers: dict[str, list[float]] = field(default_factory=dict)  # name: [scenarios, s]
+    signatures: dict[str, list[int]] = field(default_factory=dict)  # sig: [count, seed]
+
+    @property
+    def scenarios(self) -> int:
+        return sum(self.statuses.values())
+
+    @property
+    def findings(self) -> int:
+        return self.scenarios - self.statuses.get("identical", 0)
+
+    def add(self, row: Row) -> None:
+        self.statuses[row.status] = self.statuses.get(row.status, 0) + 1
+        self.plans += row.plans
+        for name, plans, _records, _digest, seconds, plan_seconds in row.impls:
+            self.impl_plans[name] = self.impl_plans.get(name, 0) + plans
+            self.impl_seconds[name] = self.impl_seconds.get(name, 0.0) + seconds
+            self.impl_plan_seconds[name] = self.impl_plan_seconds.get(name, 0.0) + plan_seconds
+        held = self.workers.setdefault(row.worker, [0.0, 0.0])
+        held[0] += 1
+        held[1] += row.seconds
+        if row.signature is not None:
+            count_seed = self.signatures.setdefault(row.signature, [0, row.seed])
+            count_seed[0] += 1
+            count_seed[1] = min(count_seed[1], row.seed)
+
+
+class CampaignStore:
+    """Open with :meth:`open`; :meth:`add` rows, :meth:`close` (or use ``with``)."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = connection
+        self._pending = 0
+        self._last_commit = time.monotonic()
+
+    @classmethod
+    def open(cls, directory: str | Path, identity: dict[str, Any] | None = None) -> CampaignStore:
+        """Open (or, with ``identity``, create) the store of a campaign directory.
+
+        With ``identity``, a store of another campaign (other implementations or profile) is
+        refused; without, the store must exist (``campaign report``)."""
+        root = Path(directory)
+        path = root / STORE_FILE
+        if identity is None and not path.is_file():
+            raise UsageError(f"{root}: no campaign here ({STORE_FILE} does not exist)")
+        if identity is not None:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OutputError(f"--out {root}: cannot create it: {exc.strerror}") from None
+        try:
+            db = sqlite3.connect(str(path))
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(str(path), f"not a campaign store: {exc}") from None
+        store = cls(path, db)
+        store._check(identity)
+        return store
+
+    def _check(self, identity: dict[str, Any] | None) -> None:
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        if not meta:
+            if identity is None:
+                raise TraceFormatError(str(self.path), "an empty campaign store")
+            rows = [("format", FORMAT), ("version", str(VERSION))]
+            rows.append(("identity", json.dumps(identity, sort_keys=True)))
+            self._db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
+            self._db.commit()
+            return
+        if meta.get("format") != FORMAT or meta.get("version") != str(VERSION):
+            raise TraceFormatError(
+                str(self.path),
+                f"not a {FORMAT} store of version {VERSION} (format {meta.get('format')!r}, "
+                f"version {meta.get('version')!r})",
+            )
+        if identity is not None and json.loads(meta["identity"]) != identity:
+            raise UsageError(
+                f"{self.path.parent} holds another campaign ({meta['identity']}); give "
+                "another --out, or the same implementations and profile to resume it"
+            )
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        (value,) = self._db.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+        data: dict[str, Any] = json.loads(value)
+        return data
+
+    def done(self) -> set[int]:
+        """The seeds already in the store."""
+        return {seed for (seed,) in self._db.execute("SELECT seed FROM results")}
+
+    def add(self, row: Row) -> bool:
+        """Insert a row; False when its seed was already there (nothing counted twice)."""
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.seed,
+                row.status,
+                row.worker,
+                row.seconds,
+                row.plans,
+                json.dumps(row.impls),
+                row.signature,
+                None if row.outcome is None else json.dumps(row.outcome),
+            ),
+        )
+        self.tick()
+        return cursor.rowcount == 1
+
+    def tick(self) -> None:
+        """One more row written: commit every COMMIT_EVERY rows or COMMIT_AFTER_S seconds."""
+        self._pending += 1
+        now = time.monotonic()
+        if self._pending >= COMMIT_EVERY or now - self._last_commit >= COMMIT_AFTER_S:
+            self.commit()
+
+    def execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """A statement on the store's connection (for tables of other campaign kinds)."""
+        return self._db.execute(sql, parameters)
+
+    def executescript(self, sql: str) -> None:
+        self._db.executescript(sql)
+
+    def commit(self) -> None:
+        self._db.commit()
+        self._pending = 0
+        self._last_commit = time.monotonic()
+
+    def rows(self, *, findings_only: bool = False) -> Iterator[Row]:
+        """Every row in seed order (streamed: a million rows are not held at once)."""
+        query = "SELECT * FROM results"
+        if findings_only:
+            query += " WHERE status != 'identical'"
+        for seed, status, worker, seconds, plans, impls, signature, outcome in self._db.execute(
+            query + " ORDER BY seed"
+        ):
+            yield Row(
+                seed,
+                status,
+                worker,
+                seconds,
+                plans,
+                tuple(tuple(i) for i in json.loads(impls)),
+                signature,
+                None if outcome is None else json.loads(outcome),
+            )
+
+    def totals(self) -> Totals:
+        totals = Totals()
+        for row in self.rows():
+            totals.add(row)
+        return totals
+
+    def close(self) -> None:
+        try:
+            self._db.commit()
+        finally:
+            self._db.close()
+
+    def __enter__(self) -> CampaignStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

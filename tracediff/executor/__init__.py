@@ -1,0 +1,102 @@
+"""One executor for every command that runs scenarios (see :mod:`.base`).
+
+``--executor`` values: ``local`` (the default: isolated worker processes here, ``-j`` of
+them), ``dask://HOST:PORT`` (a running Dask scheduler) and ``dask-local:N`` (a Dask
+LocalCluster of N processes on this machine, started for the command).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tracediff.errors import UsageError
+from tracediff.executor.alarm import ScenarioTimeout, grace, time_limit
+from tracediff.executor.base import DIED, DONE, FAILED, KILLED, Executor, Outcome, Task
+
+__all__ = [
+    "DIED",
+    "DONE",
+    "FAILED",
+    "KILLED",
+    "Executor",
+    "ExecutorSpec",
+    "Outcome",
+    "ScenarioTimeout",
+    "Task",
+    "grace",
+    "open_executor",
+    "parse_executor",
+    "time_limit",
+]
+
+LOCAL, INLINE, DASK, DASK_LOCAL = "local", "inline", "dask", "dask-local"
+_DASK_LOCAL = re.compile(r"^dask-local(?::(\d+))?$")
+MAX_LOCAL_WORKERS = 1024
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """What ``--executor`` asked for: ``kind`` is local, inline, dask or dask-local."""
+
+    kind: str = LOCAL
+    address: str = ""  # dask: the scheduler's address
+    workers: int = 0  # dask-local: how many worker processes
+    text: str = LOCAL  # as the user typed it, for messages
+
+    @property
+    def distributed(self) -> bool:
+        return self.kind in (DASK, DASK_LOCAL)
+
+
+def parse_executor(text: str | None) -> ExecutorSpec:
+    """An ``--executor`` value; UsageError (exit 2) naming the forms it takes."""
+    value = (text or LOCAL).strip()
+    if value == LOCAL:
+        return ExecutorSpec()
+    if value == INLINE:
+        return ExecutorSpec(INLINE, text=value)
+    if value.startswith("dask://"):
+        address = value[len("dask://") :]
+        if not re.fullmatch(r"[\w.\-\[\]:]+:\d{1,5}", address):
+            raise UsageError(
+                f"--executor {value}: give the scheduler as dask://HOST:PORT, e.g. "
+                "dask://10.0.0.5:8786"
+            )
+        return ExecutorSpec(DASK, address=f"tcp://{address}", text=value)
+    match = _DASK_LOCAL.match(value)
+    if match:
+        workers = int(match.group(1) or 2)
+        if not 1 <= workers <= MAX_LOCAL_WORKERS:
+            raise UsageError(
+                f"--executor {value}: the worker count must be 1 to {MAX_LOCAL_WORKERS}"
+            )
+        return ExecutorSpec(DASK_LOCAL, workers=workers, text=value)
+    raise UsageError(
+        f"--executor {value!r} is not an executor; use local, dask://HOST:PORT or dask-local:N"
+    )
+
+
+def open_executor(
+    spec: ExecutorSpec | str | None, *, jobs: int = 1, memory_limit_mb: int | None = None
+) -> Executor:
+    """The executor a spec names, ready for use (close it, or use it as a context manager).
+    ``jobs`` sizes the local pool; a Dask cluster has its own size."""
+    chosen = spec if isinstance(spec, ExecutorSpec) else parse_executor(spec)
+    if chosen.kind == INLINE:
+        if memory_limit_mb is not None:
+            raise UsageError("a memory limit needs worker processes; use the local executor")
+        from tracediff.executor.inline import InlineExecutor
+
+        return InlineExecutor()
+    if chosen.kind == LOCAL:
+        from tracediff.executor.local import LocalPool
+
+        return LocalPool(jobs, memory_limit_mb=memory_limit_mb)
+    from tracediff.executor.dask import DaskExecutor
+
+    if chosen.kind == DASK_LOCAL:
+        return DaskExecutor(
+            local_workers=chosen.workers, memory_limit_mb=memory_limit_mb, flag=chosen.text
+        )
+    return DaskExecutor(chosen.address, memory_limit_mb=memory_limit_mb, flag=chosen.text)
