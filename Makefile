@@ -13,7 +13,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,dask]'
+	# the live extra pins torch==2.13.0: the CPU build, installed from this machine's disk
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask,live]'
 	touch $(STAMP)
 
 run: setup
@@ -49,7 +50,7 @@ gate: setup
 docs: setup
 	$(BIN)/python docs/generate_cli_md.py
 
-# The live torch engine: pin exactly the CPU build that lies on this machine's disk.
+# The live torch engine's extra (setup installs it too): exactly the CPU build on this disk.
 live-setup: setup
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0'
 

@@ -34,9 +34,8 @@ def render() -> str:
                 )
                 walk(sub, child, [*path, name])
 
-    # The group's own context settings (-h as well as --help), as the installed command has
-    # them; click caches each command's help option, so the page must not depend on whether
-    # the command already ran in this process.
+    # main's context_settings (``-h`` for help) as a real invocation applies them: click
+    # caches a command's help option, so the text must not depend on what ran before.
     root = click.Context(
         main,
         info_name="tracediff",

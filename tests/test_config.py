@@ -89,7 +89,7 @@ def test_the_public_api_compares_and_explains() -> None:
     assert [c.status for c in result.comparisons] == ["diverged", "identical"]
     (finding,) = result.findings
     assert finding.label == "quick:37" and finding.divergence is not None
-    assert "decision · plan › eligible[*] › cap" in finding.explanation
+    assert "decision · plan: round.lanes[*].prefix" in finding.explanation
     assert finding.reproduce == (
         f"tracediff run --profile quick --seeds 37 --impl reference --impl {stale}"
     )
@@ -157,7 +157,7 @@ def test_the_pytest_plugin_finds_a_planted_bug_in_a_user_project(tmp_path: Path)
     assert done.returncode == 1, output
     assert "1 failed, 2 passed" in output
     assert "tracediff[quick:37]" in output
-    assert "decision · plan › eligible[*] › cap" in output  # the explanation, in the failure
+    assert "decision · plan: round.lanes[*].prefix" in output  # the explanation, in the failure
     assert "reproduce: tracediff run --profile quick --seeds 37" in output
     assert "Traceback" not in output
 

@@ -66,13 +66,13 @@ def test_findings_exit_1_with_explanations_and_artifacts(tmp_path: Path) -> None
         "--junit", str(junit), "--markdown", str(md),
     )  # fmt: skip
     assert result.exit_code == 1, result.output
-    assert "decision · plan › eligible[*] › cap" in result.output
+    assert "decision · plan: round.lanes[*].prefix" in result.output
     xml = JUnitXml.fromfile(str(junit))
     cases = {case.name: case for suite in xml for case in suite}
     (failure,) = cases["quick:37"].result
     assert isinstance(failure, Failure) and failure.type == "decision"
     assert cases["quick:40"].is_passed
-    assert "| decision | `plan › eligible[*] › cap` | 1 | quick:37" in md.read_text()
+    assert "| decision | `plan: round.lanes[*].prefix` | 1 | quick:37" in md.read_text()
     kept = sorted(p.name for p in (tmp_path / "artifacts" / "quick").iterdir())
     assert kept == [
         "quick-37-reference.trace",
@@ -81,11 +81,11 @@ def test_findings_exit_1_with_explanations_and_artifacts(tmp_path: Path) -> None
     # the kept report reads back, and the kept traces explain the same way
     report = tmp_path / "artifacts" / "report.json"
     loaded = CliRunner().invoke(main, ["diff", "--load", str(report)])
-    assert loaded.exit_code == 1 and "plan › eligible[*] › cap" in loaded.output
+    assert loaded.exit_code == 1 and "plan: round.lanes[*].prefix" in loaded.output
     traces = [str(tmp_path / "artifacts" / "quick" / name) for name in kept]
     again = CliRunner().invoke(main, ["diff", *traces, "--format", "json"])
     (outcome,) = json.loads(again.stdout)["outcomes"]
-    assert outcome["divergence"]["signature"] == "decision · plan › eligible[*] › cap"
+    assert outcome["divergence"]["signature"] == "decision · plan: round.lanes[*].prefix"
 
 
 def test_the_regression_corpus_runs_first(tmp_path: Path) -> None:
@@ -226,7 +226,7 @@ def test_each_finding_is_counted_once_with_its_explanation_and_reproduction(
             line.startswith("| quick:")]  # fmt: skip
     # the explained findings first, the golden mismatch (one sentence) last
     assert [row.split(" | ")[0] for row in rows][-1] == "| quick:40"
-    assert "plan 22 › eligible[0] › cap" in rows[0]
+    assert "plan 22: round.lanes[0].prefix" in rows[0]
     html = page.read_text()
     assert html.index("regression:quick:37") < html.index("all implementations agree")
     annotations = [line for line in result.stdout.splitlines() if line.startswith("::error")]

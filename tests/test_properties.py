@@ -1,10 +1,10 @@
 """Property tests of the scheduler model over generated scenarios (Hypothesis).
 
-Each property is checked against the reference's *trace* (what any implementation must
-reproduce), recomputed independently from the recorded rows where it can be: budgets,
-caps and bounds, the allocation itself, the winner rule, padding pruning, probe choice and
-credit, the worker loop's invariants (one round in flight per host-stop lane, never past
-``max_new``, every request retired once, state drained at the end) and determinism.
+The worker loop's invariants, checked against the reference's *trace* (one round in flight
+per host-stop lane, never past ``max_new``, every request retired once, state drained at
+the end), determinism, feature coverage and the scenario strategies themselves. The
+[fixed] rules of each plan (caps, allocation, pruning, the winner, probes, credit, refresh,
+durations and the table) are re-derived from the spec in tests/test_spec_rules.py.
 
 ``TRACEDIFF_PROPERTY_EXAMPLES`` sets the examples per property (default 50).
 """
@@ -14,9 +14,8 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +36,11 @@ from tracediff.coverage import (
 )
 from tracediff.engine.driver import drive
 from tracediff.report.coverage import coverage_renderable
-from tracediff.scenario.model import MAX_DRAFT, RequestSpec, Scenario, SchedulerParams
+from tracediff.scenario.model import RequestSpec, Scenario, SchedulerParams
 from tracediff.scenario.profiles import load_profile
 from tracediff.scenario.strategies import request_specs, scenarios, scheduler_params
-from tracediff.sched import formulas as F
 from tracediff.sched.core import DECODING, RETIRED
-from tracediff.sched.record import COLUMNS, SOURCE_PROBE, SOURCE_REFRESH, SOURCE_WINNER
+from tracediff.sched.record import COLUMNS
 from tracediff.sched.reference import ReferenceScheduler
 from tracediff.trace import encode
 
@@ -60,9 +58,7 @@ def _columns(table: str) -> dict[str, int]:
     return {name: i for i, name in enumerate(COLUMNS[table])}
 
 
-EL, CA, PR, PB, RO, LN = (
-    _columns(t) for t in ("eligible", "candidates", "pruned", "probes", "round", "lanes")
-)
+EL, RO, LN = (_columns(t) for t in ("eligible", "round", "lanes"))
 
 
 def run(scenario: Scenario) -> tuple[list[dict[str, Any]], ReferenceScheduler]:
@@ -73,114 +69,6 @@ def run(scenario: Scenario) -> tuple[list[dict[str, Any]], ReferenceScheduler]:
 
 def plans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("t") == "plan"]
-
-
-@dataclass(frozen=True)
-class Cand:
-    id: int
-    kind: int
-    cohort: int
-    prefill: bool
-    bound: int
-    b_pad: int
-    width: int
-    prefixes: list[int]
-    expected: float
-    duration: int
-    value: float
-    budget: int
-
-    @property
-    def group(self) -> tuple[int, int, bool]:
-        return (self.kind, self.cohort, self.prefill)
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.b_pad, self.width, self.bound)
-
-    def key(self) -> tuple[float, int, int, int, int, int, bool, int]:
-        return F.winner_key(
-            self.value,
-            self.duration,
-            self.cohort,
-            self.b_pad,
-            self.width,
-            self.kind,
-            self.prefill,
-            self.id,
-        )
-
-
-def candidates(plan: dict[str, Any]) -> list[Cand]:
-    return [Cand(*(row[CA[name]] for name in COLUMNS["candidates"])) for row in plan["candidates"]]
-
-
-def token_budgets(plan: dict[str, Any], scenario: Scenario) -> dict[int, int]:
-    """Each candidate's verification budget: the whole budget for rect candidates; for ragged
-    ones min(verify_budget, T), T the token bucket it was built for.
-
-    Derived independently of the recorded ``budget`` column, from candidate order (the token
-    buckets >= the cohort in ascending order within each (kind, cohort, prefill row) group),
-    and checked against it.
-    """
-    params = scenario.params
-    budgets: dict[int, int] = {}
-    ragged: dict[tuple[int, int, bool], list[Cand]] = defaultdict(list)
-    for cand in candidates(plan):
-        if cand.kind == F.RECT:
-            budgets[cand.id] = params.verify_budget
-        else:
-            ragged[cand.group].append(cand)
-    for (_kind, cohort, _prefill), group in ragged.items():
-        buckets = [t for t in params.token_buckets if t >= cohort]
-        assert len(group) == len(buckets), "one ragged candidate per token bucket >= cohort"
-        for cand, tokens in zip(sorted(group, key=lambda c: c.id), buckets, strict=True):
-            budgets[cand.id] = min(params.verify_budget, tokens)
-    for cand in candidates(plan):
-        if cand.cohort:
-            assert cand.budget == budgets[cand.id], f"candidate {cand.id} records its budget"
-    return budgets
-
-
-def tokens(prefixes: list[int]) -> int:
-    return sum(1 + p for p in prefixes)
-
-
-def allocate(rows: list[list[Any]], bound: int, budget: int) -> list[int]:
-    """SCHEDULER.md's allocation, written again from the spec over recorded eligible rows."""
-    left = budget - len(rows)
-    prefixes = [0] * len(rows)
-    for i, row in enumerate(rows):
-        fixed = row[EL["fixed_width"]]
-        if fixed >= 0:
-            take = min(fixed, row[EL["cap"]], bound, left)
-            prefixes[i] = take
-            left -= take
-    slots = sorted(
-        (-row[EL["curve"]][depth - 1], depth, row[EL["slot"]], i)
-        for i, row in enumerate(rows)
-        if row[EL["fixed_width"]] < 0
-        for depth in range(1, min(bound, row[EL["cap"]]) + 1)
-    )
-    taken: dict[int, list[int]] = defaultdict(list)
-    for _survival, depth, _slot, i in slots[: max(left, 0)]:
-        taken[i].append(depth)
-    for i, depths in taken.items():
-        # Contiguous: a lane's taken depths are exactly 1..p.
-        assert sorted(depths) == list(range(1, len(depths) + 1)), (i, depths)
-        prefixes[i] = len(depths)
-    return prefixes
-
-
-def expected_tokens(rows: list[list[Any]], prefixes: list[int]) -> float:
-    """E summed over the cohort in priority order, each lane's value left to right."""
-    total = 0.0
-    for row, prefix in zip(rows, prefixes, strict=True):
-        value = 1.0
-        for k in range(prefix):
-            value = value + row[EL["curve"]][k]
-        total = total + value
-    return total
 
 
 def in_flight_walk(
@@ -198,79 +86,6 @@ def in_flight_walk(
         elif record["t"] == "completion":
             in_flight.pop(record["round"])
     assert not in_flight
-
-
-# -- budgets, caps, allocation -----------------------------------------------------------------
-@PROPERTY
-@given(SMALL)
-def test_the_verification_budget_is_never_exceeded(scenario: Scenario) -> None:
-    params = scenario.params
-    for plan in plans(run(scenario)[0]):
-        budgets = token_budgets(plan, scenario)
-        by_id = {c.id: c for c in candidates(plan)}
-        for cand in by_id.values():
-            assert tokens(cand.prefixes) <= budgets[cand.id] <= params.verify_budget
-            if cand.kind == F.RAGGED and cand.cohort:
-                assert tokens(cand.prefixes) <= cand.width
-        round_ = plan["round"]
-        if round_ is None:
-            continue
-        used = tokens([lane[LN["prefix"]] for lane in round_[RO["lanes"]]])
-        assert used <= params.verify_budget
-        source = round_[RO["source"]]
-        built_from = plan["refresh"] if source == SOURCE_REFRESH else plan["winner"]
-        if round_[RO["lanes"]]:
-            assert used <= budgets[built_from]  # a probe stays within the winner's budget
-            if round_[RO["kind"]] == F.RAGGED:
-                assert used <= round_[RO["width"]]
-
-
-@PROPERTY
-@given(SMALL)
-def test_prefixes_are_the_contiguous_allocation_within_caps_and_bounds(
-    scenario: Scenario,
-) -> None:
-    params = scenario.params
-    for plan in plans(run(scenario)[0]):
-        rows = plan["eligible"]
-        for row in rows:
-            curve = row[EL["curve"]]
-            assert len(curve) == MAX_DRAFT
-            assert all(0.0 <= s <= 1.0 for s in curve)
-            assert all(a >= b for a, b in zip(curve, curve[1:], strict=False)), "monotone"
-            assert 0 <= row[EL["cap"]] <= MAX_DRAFT
-        budgets = token_budgets(plan, scenario)
-        sizes: dict[tuple[int, bool], list[int]] = defaultdict(list)
-        for cand in candidates(plan):
-            if cand.cohort and cand.cohort not in sizes[(cand.kind, cand.prefill)]:
-                sizes[(cand.kind, cand.prefill)].append(cand.cohort)
-            cohort = rows[: cand.cohort]
-            for row, prefix in zip(cohort, cand.prefixes, strict=True):
-                assert 0 <= prefix <= min(row[EL["cap"]], cand.bound)
-                if row[EL["fixed_width"]] >= 0:
-                    assert prefix <= row[EL["fixed_width"]]
-            assert cand.prefixes == allocate(cohort, cand.bound, budgets[cand.id])
-            assert cand.expected == expected_tokens(cohort, cand.prefixes)
-            if cand.cohort:
-                assert cand.b_pad == F.bucket(params.batch_buckets, cand.cohort)
-                if cand.kind == F.RECT:
-                    assert cand.width == max(cand.prefixes)
-                else:
-                    assert cand.width == F.bucket(params.token_buckets, tokens(cand.prefixes))
-                    assert cand.bound == MAX_DRAFT
-        for found in sizes.values():
-            assert found == F.cohort_sizes(params, len(rows))
-        round_ = plan["round"]
-        if round_ is None:
-            continue
-        caps = {row[EL["request"]]: row[EL["cap"]] for row in rows}
-        lanes = round_[RO["lanes"]]
-        # The round's lanes are the leading cohort in priority order.
-        assert [lane[LN["request"]] for lane in lanes] == [
-            row[EL["request"]] for row in rows[: len(lanes)]
-        ]
-        for lane in lanes:
-            assert 0 <= lane[LN["prefix"]] <= caps[lane[LN["request"]]]
 
 
 # -- the worker loop -----------------------------------------------------------------------------
@@ -329,119 +144,6 @@ def test_pending_counts_and_advances_return_to_zero_when_the_queue_drains(
 def test_every_request_retires_exactly_once(scenario: Scenario) -> None:
     retired = [rid for r in run(scenario)[0][1:] if r["t"] == "retire" for rid in r["requests"]]
     assert sorted(retired) == sorted(r.id for r in scenario.requests)
-
-
-# -- selection: winner, pruning, probes ------------------------------------------------------------
-@PROPERTY
-@given(SMALL)
-def test_the_chosen_round_is_the_best_unpruned_candidate(scenario: Scenario) -> None:
-    params = scenario.params
-    for plan in plans(run(scenario)[0]):
-        cands = candidates(plan)
-        round_ = plan["round"]
-        if not cands:
-            assert plan["winner"] == -1 and round_ is None
-            continue
-        pruned = {row[PR["id"]] for row in plan["pruned"]}
-        alive = [c for c in cands if c.id not in pruned]
-        winner = min(alive, key=Cand.key)
-        assert plan["winner"] == winner.id
-        source = round_[RO["source"]]
-        assert source in (SOURCE_WINNER, SOURCE_PROBE, SOURCE_REFRESH)
-        chosen = winner
-        if source == SOURCE_REFRESH:
-            chosen = cands[plan["refresh"]]
-            assert chosen.id in {c.id for c in alive} and chosen.group == winner.group
-            assert chosen.value >= winner.value * (1.0 - params.refresh_tolerance)
-            assert plan["probe"] == -1
-        else:
-            assert plan["refresh"] == -1
-        if source == SOURCE_PROBE:
-            continue
-        lanes = round_[RO["lanes"]]
-        assert [lane[LN["prefix"]] for lane in lanes] == chosen.prefixes
-        assert (round_[RO["kind"]], round_[RO["b_pad"]], round_[RO["width"]]) == (
-            chosen.kind,
-            chosen.b_pad,
-            chosen.width,
-        )
-        assert round_[RO["expected"]] == chosen.expected
-        assert round_[RO["duration"]] == chosen.duration
-        assert (round_[RO["prefill_request"]] >= 0) == chosen.prefill
-
-
-@PROPERTY
-@given(SMALL)
-def test_pruned_candidates_are_dominated_by_their_recorded_dominator(scenario: Scenario) -> None:
-    for plan in plans(run(scenario)[0]):
-        cands = candidates(plan)
-        by_id = {c.id: c for c in cands}
-        pruned = {row[PR["id"]]: row[PR["by"]] for row in plan["pruned"]}
-        assert [row[PR["id"]] for row in plan["pruned"]] == sorted(pruned)
-        for x in cands:
-            group = [y for y in cands if y.group == x.group and y.id != x.id]
-            dominators = [
-                y.id
-                for y in group
-                if F.dominates(y.expected, y.duration, y.shape, x.expected, x.duration, x.shape)
-            ]
-            if x.id in pruned:
-                by = by_id[pruned[x.id]]
-                assert by.group == x.group
-                # The first dominator in candidate order is the one recorded.
-                assert dominators and dominators[0] == by.id
-            else:
-                assert not dominators
-
-
-@PROPERTY
-@given(SMALL)
-def test_acceptance_probes_are_chosen_and_paid_for_by_the_rule(scenario: Scenario) -> None:
-    params = scenario.params
-    for plan in plans(run(scenario)[0]):
-        if plan["round"] is None:
-            assert plan["credit_after"] == plan["credit_before"]
-            continue
-        winner = candidates(plan)[plan["winner"]]
-        credit = F.accrue_credit(params, plan["credit_before"], winner.expected)
-        rows = plan["eligible"]
-        probes = plan["probes"]
-        for probe in probes:
-            row = rows[probe[PB["position"]]]
-            assert probe[PB["request"]] == row[EL["request"]]
-            assert row[EL["fixed_width"]] < 0
-            assert probe[PB["depth"]] == winner.prefixes[probe[PB["position"]]] + 1
-            assert probe[PB["depth"]] <= row[EL["cap"]]
-            assert probe[PB["trials"]] < params.probe_min_trials
-            assert probe[PB["expected"]] == winner.expected + probe[PB["gain"]]
-            assert probe[PB["cost"]] == F.probe_cost(
-                winner.expected, winner.duration, probe[PB["expected"]], probe[PB["duration"]]
-            )
-        affordable = [i for i, p in enumerate(probes) if p[PB["cost"]] <= credit]
-        if not affordable:
-            assert plan["probe"] == -1
-            assert plan["credit_after"] == credit
-            continue
-        chosen = min(
-            affordable,
-            key=lambda i: (
-                probes[i][PB["trials"]],
-                probes[i][PB["cost"]],
-                probes[i][PB["position"]],
-            ),
-        )
-        assert plan["probe"] == chosen
-        probe = probes[chosen]
-        assert plan["credit_after"] == credit - max(probe[PB["cost"]], 0.0)
-        round_ = plan["round"]
-        assert round_[RO["source"]] == SOURCE_PROBE
-        prefixes = [lane[LN["prefix"]] for lane in round_[RO["lanes"]]]
-        assert prefixes[probe[PB["position"]]] == probe[PB["depth"]]
-        assert round_[RO["expected"]] == probe[PB["expected"]]
-        assert round_[RO["duration"]] == probe[PB["duration"]]
-        for position, (row, prefix) in enumerate(zip(rows, prefixes, strict=False)):
-            if row[EL["fixed_width"]] >= 0:
-                assert prefix == winner.prefixes[position]
 
 
 # -- determinism ---------------------------------------------------------------------------------

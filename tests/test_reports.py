@@ -81,9 +81,9 @@ def test_terminal_divergence_at_a_fixed_width(report: DiffReport) -> None:
     assert all(len(line) <= WIDTH for line in text.splitlines())
     assert "first divergence · quick:12" in text
     assert "record 46 · plan 18 · clock 188,568 µs" in text
-    assert "plan 18 › candidates[21] › expected" in text
-    assert "value · plan › candidates[*] › expected" in text
-    assert "a float moved by 1 ULP" in text and "1.26e-16" in text
+    assert "plan 18: candidates[21].expected" in text
+    assert "rounding · plan: candidates[*].expected" in text
+    assert "by 1 ULP" in text and "1.26e-16" in text
     assert "14.066666666666665" in text and "14.066666666666666" in text  # every digit shown
     assert "≡ same" in text and "≠ 46" in text
 
@@ -91,9 +91,9 @@ def test_terminal_divergence_at_a_fixed_width(report: DiffReport) -> None:
 def test_terminal_report_lists_signatures_and_verdict(report: DiffReport) -> None:
     text = _render(report_renderable(report))
     assert "signatures (3)" in text
-    assert "plan › pruned[*]" in text
+    assert "plan: pruned[*]" in text
     assert "2 │ quick:1 (1 request, 12 plans)" in text
-    assert "error · plan › raised RuntimeError" in text
+    assert "error · plan(): raised RuntimeError" in text
     assert "RuntimeError: deliberate failure at plan 5" in text
     assert "not configured" in text
     assert "FINDINGS: 4 of 5 scenarios" in text
@@ -109,7 +109,7 @@ def test_json_round_trip(report: DiffReport) -> None:
     text = json_report.dumps(report)
     data = json.loads(text)
     assert (data["format"], data["version"]) == ("tracediff-diff-report", 1)
-    assert [g["path"] for g in data["groups"]][0] == "plan › pruned[*]"
+    assert [g["path"] for g in data["groups"]][0] == "plan: pruned[*]"
     assert json_report.loads(text) == report
 
 
@@ -183,8 +183,8 @@ def test_junit_reads_back_one_case_per_scenario(report: DiffReport, tmp_path: Pa
     assert set(cases) == {"quick:1", "quick:12", "quick:0", "quick:5"}
     assert cases["quick:1"].is_passed
     (value,) = cases["quick:12"].result
-    assert isinstance(value, Failure) and value.type == "value"
-    assert "value · plan › candidates[*] › expected" in (value.message or "")
+    assert isinstance(value, Failure) and value.type == "rounding"
+    assert "rounding · plan: candidates[*].expected" in (value.message or "")
     assert "ULP" in (value.text or "")
     (error,) = cases["quick:0"].result
     assert isinstance(error, Error) and "deliberate failure at plan 5" in (error.text or "")
@@ -197,8 +197,8 @@ def test_junit_reads_back_one_case_per_scenario(report: DiffReport, tmp_path: Pa
 def test_markdown_summary(report: DiffReport) -> None:
     text = markdown.render(report)
     assert text.startswith("## tracediff: ❌ 4 findings (reference vs broken)")
-    assert "| decision | `plan › pruned[*]` | 2 | quick:1 (1 request, 12 plans) |" in text
-    assert "<details><summary><b>value · plan › candidates[*] › expected</b>" in text
+    assert "| bookkeeping | `plan: pruned[*]` | 2 | quick:1 (1 request, 12 plans) |" in text
+    assert "<details><summary><b>rounding · plan: candidates[*].expected</b>" in text
     assert "| golden | not configured |" in text
     assert len(text.encode()) < 1024 * 1024
     # every table row has the same number of unescaped cells as its header
@@ -232,7 +232,7 @@ def test_html_is_well_formed_and_self_contained(report: DiffReport) -> None:
     assert differs and all(int(e.get("data-plan") or 0) > first.plan for e in differs)
     for needle in ("<script", "<link", "src=", "@import", "url(", 'href="http'):
         assert needle not in page
-    assert "quick:12" in page and "plan 18 › candidates[21] › expected" in page
+    assert "quick:12" in page and "plan 18: candidates[21].expected" in page
 
 
 def test_html_escapes_what_it_shows(report: DiffReport) -> None:

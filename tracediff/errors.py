@@ -9,6 +9,8 @@
     ├── OutputError                a file or directory tracediff must write cannot be
     │                              written (missing parent, read-only, a directory)
     ├── JournalError               a ``--resume`` journal of another run, in use, or corrupt
+    ├── LiveUnavailable            the live engine cannot start: torch (the ``live`` extra) is
+    │                              not installed, or ``--device cuda`` finds no GPU
     └── SchedulerFault             an implementation raised or broke the driver
                                    contract while running: a *finding*, exit code 1
 
@@ -71,6 +73,11 @@ class OutputError(TracediffError):
 class JournalError(TracediffError):
     """A ``--resume`` journal that belongs to another run, is locked by a running one, or is
     damaged anywhere but in its last line (a torn last line is a crash's, and is ignored)."""
+
+
+class LiveUnavailable(TracediffError):
+    """``tracediff live`` cannot run here: torch is missing (the message names the extra to
+    install) or the device asked for is absent."""
 
 
 class SchedulerFault(TracediffError):

@@ -264,6 +264,7 @@ def run_scenario(
     failed: str | None = None
     message = ""
     current = 0
+    index = 0
     try:
         with time_limit(timeout_s):
             for spec in specs:
@@ -329,8 +330,14 @@ def run_scenario(
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
         if isinstance(exc, KeyboardInterrupt) and progress is None:
             raise  # in this process, Ctrl-C is the user's
-        status, failed = ERROR, names[current] if current < len(names) else None
-        plan_number = timed[current].plans if current < len(timed) else 0
+        failed = names[current] if current < len(names) else None
+        # The first divergence is the finding (still DIVERGED, at its plan) and a failure
+        # after it is context, kept in failed_impl and message; unless the driver refused
+        # the differing record itself (a malformed round, found one step later).
+        refused = isinstance(exc, SchedulerFault) and index <= (divergence or 0) + 1
+        if divergence is None or refused:
+            status = ERROR
+            plan_number = timed[current].plans if current < len(timed) else 0
         message = "".join(traceback.format_exception(exc)).rstrip()
         if isinstance(exc, SchedulerFault):
             message = str(exc)

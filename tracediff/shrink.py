@@ -40,6 +40,13 @@ What makes a good pass here, in the spirit of the essay:
   matters when the verification budget binds, i.e. when many lanes compete): keeping k of
   n requests is also tried with the budget scaled by k/n, a compound step that no single
   one-field change can make, since a smaller budget alone is not smaller in the order.
+* **Merge, re-time, and look elsewhere.** Merging two neighbours into one request that
+  carries both budgets removes a request while keeping the load that deleting either
+  loses; moving an arrival onto the one before it makes a burst. While more than four
+  requests remain, fresh scenarios of one to four requests drawn by the seeded generator
+  with the same scheduler parameters are tried too (a bounded share of the time): a bug
+  that needs a particular small combination is often found faster among small scenarios
+  than by deleting from a large one (``fuzz`` finds such repros this way).
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
   before trying request by request; halve every ``max_new`` together before minimising
   each; set every arrival to 0 at once. When the coarse step works, the fine passes have
@@ -85,6 +92,9 @@ SignatureFn = Callable[[Scenario, ScenarioResult, Sequence[ImplSpec]], Hashable 
 ProgressFn = Callable[["ShrinkProgress"], None]
 
 ALLOCATION_RANK = {"host": 0, "device": 1, "mixed": 2}
+SMALL_REQUESTS = 4  # the repro size aimed for: small generated scenarios have 1..4 requests
+SMALL_SEEDS = 64  # small scenarios drawn per pass at most
+SMALL_SHARE = 0.25  # of the time limit, at most, per pass of small scenarios
 
 
 # -- signatures ------------------------------------------------------------------------------
@@ -150,7 +160,7 @@ def compare_signature(
         return None
     from tracediff.compare.explain import explain
 
-    signature: Hashable = explain(scenario, specs, result, context=0).signature
+    signature: Hashable = explain(scenario, specs, result, context=0, state=False).signature
     return signature
 
 
@@ -369,10 +379,16 @@ class Shrinker:
         passes: list[tuple[str, Callable[[], None]]] = [
             ("keep earliest requests", self.keep_earliest),
             ("delete requests", self.delete_requests),
+            ("small generated scenarios", self.try_small_generated),
+            ("merge requests", self.merge_while_many),
             ("switch features off", self.switch_features_off),
             ("simplify scheduler", self.simplify_params),
             ("halve numbers", self.halve_numbers),
             ("minimise numbers", self.minimize_numbers),
+            # after the numbers: each candidate is then cheap (few plans), and a merge is
+            # followed by the whole round of passes again
+            ("merge requests", self.merge_requests),
+            ("re-time requests", self.retime_requests),
             ("round floats", self.round_floats),
             ("canonical ids", self.canonical_ids),
         ]
@@ -477,6 +493,77 @@ class Shrinker:
                 high = middle
             else:
                 low = middle
+
+    def try_small_generated(self) -> None:
+        """Fresh small scenarios (1 to SMALL_REQUESTS requests) with the same scheduler
+        parameters, drawn by the seeded generator: some bugs need a particular combination
+        of requests that no deletion from a large scenario reaches, and a search among
+        small ones finds it quickly (as ``fuzz`` does). Bounded by a share of the time
+        limit, and skipped once the best has few requests."""
+        if len(self.best.requests) <= SMALL_REQUESTS:
+            return
+        from tracediff.scenario.generator import generate
+        from tracediff.scenario.profiles import GRAPHS, Matrix, Profile
+
+        base = self.best
+        params = base.params
+        matrix = Matrix(
+            requests=tuple(range(1, SMALL_REQUESTS + 1)),
+            allocation=(params.allocation,),
+            graphs=(GRAPHS[1] if params.ragged else GRAPHS[0],),
+            queue_depth=(params.queue_depth,),
+        )
+        profile = Profile(name=base.profile, matrix=matrix)
+        deadline = self.clock() + self.timeout_s * SMALL_SHARE
+        for seed in range(SMALL_SEEDS):
+            if self.clock() >= deadline or len(self.best.requests) <= SMALL_REQUESTS:
+                return
+            drawn = generate(profile, base.seed * SMALL_SEEDS + seed)
+            small = dataclasses.replace(base, requests=drawn.requests)
+            if self.consider(small):
+                continue
+            # as in keep_earliest: the same pressure on fewer lanes, by a scaled budget
+            total, kept = len(base.requests), len(drawn.requests)
+            scaled = max(kept, -(-params.verify_budget * kept // total))
+            if scaled < params.verify_budget:
+                budget = dataclasses.replace(params, verify_budget=scaled)
+                self.consider(dataclasses.replace(small, params=budget))
+
+    def merge_while_many(self) -> None:
+        """Merging early, while more than SMALL_REQUESTS remain: the repro size matters
+        most; below it, merging waits until the numbers are small and runs are cheap."""
+        if len(self.best.requests) > SMALL_REQUESTS:
+            self.merge_requests()
+
+    def merge_requests(self) -> None:
+        """Two neighbours (by arrival) into one: the earlier takes both budgets. One request
+        fewer whose load is the same, where deleting either loses the pressure."""
+        index = 0
+        while index + 1 < len(self.best.requests):
+            ordered = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
+            first, second = ordered[index], ordered[index + 1]
+            merged = dataclasses.replace(
+                first,
+                max_new=first.max_new + second.max_new,
+                stop_at=-1 if first.stop_at < 0 else first.stop_at,
+            )
+            requests = [merged if r.id == first.id else r for r in ordered if r.id != second.id]
+            if not self.consider(self.with_requests(requests)):
+                index += 1
+
+    def retime_requests(self) -> None:
+        """Arrivals moved together: each request to the arrival of the one before it (a
+        burst), which often keeps a divergence while making the timeline short."""
+        ordered = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
+        for position in range(1, len(ordered)):
+            current = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
+            if position >= len(current):
+                return
+            earlier, request = current[position - 1], current[position]
+            if request.arrival_us == earlier.arrival_us:
+                continue
+            moved = dataclasses.replace(request, arrival_us=earlier.arrival_us)
+            self.consider(self.with_requests(moved if r.id == request.id else r for r in current))
 
     def delete_requests(self) -> None:
         """Adaptive deletion: from the end, delete the longest run ending at each request."""

@@ -1,27 +1,21 @@
-"""A reference whose winner rule prefers the larger duration among equal values.
+"""A reference whose winner rule prefers the *longer* duration among equal values.
 
-Only a tie-break changes, so most plans agree and the first divergence is a decision.
+The [fixed] rule breaks a value tie by the shorter duration first. Only the tie-break
+changes, so every plan without an exact value tie agrees and the first divergence is a
+decision: the recorded winner. Quick seeds with exact acceptance and a cost proportional to
+the padded tokens make such ties (whole expected tokens over whole durations).
 """
 
 from __future__ import annotations
 
-from tracediff.sched import reference
 from tracediff.sched.reference import Candidate, ReferenceScheduler
-
-
-class _LateCandidate(Candidate):
-    def key(self) -> tuple[float, int, int, int, int, int, bool, int]:
-        value, duration, cohort, b_pad, width, kind, prefill, cid = super().key()
-        return (value, -duration, cohort, b_pad, width, kind, prefill, -cid)
 
 
 class TieBreakScheduler(ReferenceScheduler):
     name = "tiebreak"
 
-    def evaluate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        candidate = super().evaluate(*args, **kwargs)
-        candidate.__class__ = _LateCandidate
-        return candidate
+    def best(self, candidates: list[Candidate]) -> Candidate:
+        def key(c: Candidate) -> tuple[object, ...]:
+            return (-c.value, -c.duration, -c.cohort, c.b_pad, c.width, c.kind, c.prefill, c.id)
 
-
-assert reference.Candidate is Candidate
+        return min(candidates, key=key)

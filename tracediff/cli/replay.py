@@ -28,10 +28,11 @@ VALUE_WIDTH = 200
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option(
     "--impl",
-    "impl",
-    default="reference",
-    show_default=True,
-    help="Implementation to replay into: built-in name, package.module:attr, or entry point.",
+    "impls",
+    multiple=True,
+    help="Implementation to replay into: built-in name, package.module:attr, or entry point "
+    "(default reference). Give two with --state to see both states side by side and the "
+    "first field at which they differ.",
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
@@ -49,7 +50,12 @@ VALUE_WIDTH = 200
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result (and state) as JSON.")
 def replay(
-    trace: str, impl: str, check: bool, until: int | None, show_state: bool, as_json: bool
+    trace: str,
+    impls: tuple[str, ...],
+    check: bool,
+    until: int | None,
+    show_state: bool,
+    as_json: bool,
 ) -> None:
     """Feed TRACE's recorded inputs to an implementation and compare its decisions.
 
@@ -63,6 +69,14 @@ def replay(
 
     if until is not None and until < 1:
         raise UsageError(f"--until must be a plan number (1 or more), got {until}")
+    if len(impls) > 2:
+        raise UsageError(f"--impl takes one implementation, or two to compare; got {len(impls)}")
+    if len(impls) == 2:
+        if not show_state:
+            raise UsageError("two --impl compare states: add --state (and --until N)")
+        _replay_pair(trace, impls, check, until, as_json)
+        return
+    impl = impls[0] if impls else "reference"
     (spec,) = _impl_specs((impl,), check, ("reference",))
     want_state = show_state or until is not None
     result = run_replay(trace, spec, until=until, want_state=want_state)
@@ -126,6 +140,60 @@ def replay(
         elif result.state_at:
             console.print(f"state {result.state_at}", markup=False)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDING)
+
+
+def _replay_pair(
+    trace: str, impls: tuple[str, ...], check: bool, until: int | None, as_json: bool
+) -> None:
+    """Both implementations replayed to the same point; their states side by side."""
+    from tracediff.compare.state import state_difference
+    from tracediff.replay import MATCH
+    from tracediff.replay import replay as run_replay
+    from tracediff.report.describe import short, state_field_words
+    from tracediff.report.state import state_pair_table
+
+    specs = _impl_specs(impls, check, ("reference",))
+    results = [run_replay(trace, spec, until=until, want_state=True) for spec in specs]
+    if until is not None and all(r.status == MATCH and not r.stopped for r in results):
+        raise UsageError(
+            f"{trace} has no plan {until} (it has {results[0].plans} plans); pass a smaller --until"
+        )
+    states = [r.state for r in results]
+    difference = None
+    if states[0] is not None and states[1] is not None:
+        difference = state_difference(states[0], states[1])
+    if as_json:
+        data = {
+            "format": "tracediff-replay-states",
+            "version": 1,
+            "trace": trace,
+            "until": until,
+            "replays": [r.to_dict() for r in results],
+            "state_difference": None
+            if difference is None
+            else {"field": difference[0], "a": difference[1], "b": difference[2]},
+        }
+        sys.stdout.write(json.dumps(data, indent=1) + "\n")
+        sys.exit(EXIT_OK if difference is None else EXIT_FINDING)
+    console = _text_console()
+    for spec, result in zip(specs, results, strict=True):
+        verdict = "matches the trace" if result.ok else f"{result.status} at record "
+        if not result.ok:
+            verdict += str(
+                result.mismatch.index if result.mismatch is not None else result.error_index
+            )
+        console.print(f"{spec.name}: {verdict}; state {result.state_at}", markup=False)
+    if difference is None:
+        console.print("states agree", style="bold green")
+    else:
+        field, a, b = difference
+        console.print(
+            f"state differs: {field} ({state_field_words(field)}): {short(a)} vs {short(b)}",
+            style="bold red",
+            markup=False,
+        )
+    console.print(state_pair_table(specs[0].name, specs[1].name, states[0], states[1]))
+    sys.exit(EXIT_OK if difference is None else EXIT_FINDING)
 
 
 def _short(value: Any) -> str:

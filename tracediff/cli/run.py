@@ -231,13 +231,19 @@ def run(
     from tracediff.executor import open_executor
 
     with open_executor(executor_spec, jobs=job_count, memory_limit_mb=memory_limit_mb) as executor:
-        summary, checked = _run_explain_check(
+        summary, checked, explained = _run_explain_check(
             scenarios, options, executor, explain_k, self_check_flag, not no_progress
         )
     if json_path:
         from tracediff.atomic import write_text_atomic
+        from tracediff.report.json_report import finding_to_dict, groups_to_list
 
         data = summary_to_dict(summary)
+        # Per finding, its explanation (kind, signature, first differing record and plan,
+        # state diff), and the signature groups; empty when --explain 0 or nothing differs.
+        data["explained"] = bool(explained) or summary.ok
+        data["findings"] = [finding_to_dict(d) for d in explained]
+        data["groups"] = groups_to_list(explained)
         if checked is not None:
             data["self_check"] = checked.to_dict()
         write_text_atomic(json_path, json.dumps(data, indent=2) + "\n")
@@ -256,14 +262,16 @@ def _run_explain_check(
     explain_k: int,
     self_check_flag: bool,
     show: bool,
-) -> tuple[RunSummary, Any]:
-    """The run, its explanations and the optional self-check, all on ``executor``."""
+) -> tuple[RunSummary, Any, list[Any]]:
+    """The run, its explanations and the optional self-check, all on ``executor``; returns
+    the summary, the self-check (or None) and the explained divergences."""
     summary = _run_with_progress(scenarios, options, show=show, executor=executor)
     for note in summary.notes:
         click.echo(f"tracediff: note: {note}", err=True)
     from tracediff.report.terminal import summary_renderable
 
     _console().print(summary_renderable(summary))
+    explained: list[Any] = []
     if not summary.ok and not summary.interrupted and explain_k > 0:
         from tracediff.compare.explain import explain_results
         from tracediff.compare.model import DiffReport
@@ -280,6 +288,7 @@ def _run_explain_check(
             deadline_s=options.kill_after_s,
         )
         report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
+        explained = list(report.divergences)
         _console().print(report_renderable(report))
     checked = None
     if self_check_flag and not summary.interrupted:
@@ -290,7 +299,7 @@ def _run_explain_check(
             scenarios, options.impls, timeout_s=options.timeout_s, executor=executor
         )
         _console().print(selfcheck_renderable(checked))
-    return summary, checked
+    return summary, checked, explained
 
 
 def check_flags(

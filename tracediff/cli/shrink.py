@@ -203,10 +203,18 @@ def shrink(
 
     console.print(f"signature: {describe_signature(result.signature)}", markup=False)
     console.print(
-        f"{result.attempts} candidates tried, {result.improvements} kept, "
-        f"{result.seconds:.1f} s" + ("" if result.complete else " (time limit reached)"),
+        f"{result.attempts} candidates tried, {result.improvements} kept, {result.seconds:.1f} s",
         markup=False,
     )
+    if result.complete:
+        console.print("stopped at a minimum: no pass makes it smaller", markup=False)
+    else:
+        console.print(
+            f"stopped on its time limit ({timeout_s:g} s), not at a minimum: "
+            "a larger --timeout may shrink it further",
+            style="yellow",
+            markup=False,
+        )
     console.print(f"shrunk scenario: {result.shrunk.features()}", markup=False)
     saved = None
     if save:
@@ -264,6 +272,7 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
         "improvements": result.improvements,
         "seconds": round(result.seconds, 3),
         "complete": result.complete,
+        "stopped": "minimum" if result.complete else "time limit",
         "saved": None if saved is None else str(saved),
         "traces": traces,
         "regression": regression_document(result),

@@ -11,10 +11,13 @@ a second, deterministic pass over the same records:
 2. At the first differing record, diff the two decoded records field by field
    (:mod:`tracediff.compare.fields`), classify the divergence and name its headline field.
 3. Follow each side a few plans further, so the timeline shows how they drift apart.
+4. Drive both once more comparing their ``state()`` after every event before the
+   differing record (:mod:`tracediff.compare.state`): where the cause already showed.
 
 Failures are explained from the :class:`~tracediff.runner.ScenarioResult`: an error keeps the
-runner's traceback and is re-run to find the record it happened at and the context; a
-timeout is not re-run (it would hang again).
+runner's traceback and is re-run to find the record it happened at, the driver call it
+raised in (its signature) and the context; a timeout is not re-run (it would hang again).
+A divergence followed by a failure is a divergence: the failure is context (``later``).
 
 Re-runs happen on the run's executor, under the run's isolation, time and memory limits,
 never in the tracediff process itself: an implementation that exits, kills its process or
@@ -25,6 +28,7 @@ is called not deterministic.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +36,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracediff.compare.fields import classify, record_changes, record_label
+from tracediff.compare.fields import (
+    CHOICE_FIELDS,
+    classify,
+    record_changes,
+    record_label,
+    without_knock_on_ulps,
+)
 from tracediff.compare.model import (
     DEFAULT_CONTEXT,
     DIVERGED,
@@ -48,10 +58,11 @@ from tracediff.compare.model import (
     ScenarioOutcome,
 )
 from tracediff.compare.signature import Condenser
+from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError, TraceFormatError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
-from tracediff.impls import ImplSpec
+from tracediff.impls import ImplSpec, load
 from tracediff.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
@@ -73,6 +84,7 @@ class _Failed:
 
     type_name: str
     text: str
+    raised_in: str = ""  # the driver method it raised in: "plan()", "complete()", ...
 
 
 def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
@@ -83,7 +95,36 @@ def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is what we explain
         if not catch:
             raise
-        return _Failed(type(exc).__name__, "".join(traceback.format_exception(exc)).rstrip())
+        text = "".join(traceback.format_exception(exc)).rstrip()
+        return _Failed(type(exc).__name__, text, raised_in(exc))
+
+
+_DRIVER = os.path.join("engine", "driver.py")
+_ENGINE = os.path.join("tracediff", "engine", "")
+
+
+def raised_in(exc: BaseException) -> str:
+    """Where an implementation raised, as the driver call it was in: ``plan()``,
+    ``complete()``, ``arrive()``; ``engine`` when the driver or engine refused what it
+    returned (a malformed plan, a round the engine cannot run); ``driver`` when the driver
+    itself stopped it (stopped planning, runaway); ``encode`` for an unencodable record.
+
+    Read from the traceback: the frame after the driver's ``drive`` is the call it made.
+    Which plan or record it happened at is left out on purpose: one bug, one signature.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = None
+    for position, frame in enumerate(frames):
+        if frame.name == "drive" and frame.filename.endswith(_DRIVER):
+            at = position
+    if at is None:
+        return "encode"
+    if at + 1 >= len(frames):
+        return "driver"
+    called = frames[at + 1]
+    if _ENGINE in called.filename:
+        return "engine"
+    return f"{called.name}()"
 
 
 @dataclass
@@ -254,6 +295,7 @@ def _divergence(
             failed_impl=base.names[i_b],
             message=message or (failure.text if failure else ""),
             notes=notes,
+            raised_in=(failure.raised_in if failure else "") or None,
         )
     changes, kind, path, extra = _compare(a, b, index, label, walk.columns)
     return replace(
@@ -296,7 +338,8 @@ def _compare(
     if index > 0 and a.get("t") != b.get("t"):
         change = FieldChange(("t",), STRUCTURE, a.get("t"), b.get("t"))
         return [change], STRUCTURE, (f"{a.get('t')} vs {b.get('t')}",), ()
-    changes = record_changes(a, b, {} if index == 0 else columns)
+    choice = None if index == 0 else CHOICE_FIELDS.get(str(a.get("t")))
+    changes = record_changes(a, b, {} if index == 0 else columns, choice)
     if not changes:
         reason = (
             "key order"
@@ -311,7 +354,7 @@ def _compare(
         )
     kind = STRUCTURE if index == 0 else classify(changes)
     headline = next(c for c in changes if c.kind == kind) if index > 0 else changes[0]
-    return changes, kind, (label, *headline.path), ()
+    return without_knock_on_ulps(changes, kind), kind, (label, *headline.path), ()
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -338,11 +381,15 @@ def explain(
     specs: Sequence[ImplSpec],
     result: ScenarioResult,
     context: int = DEFAULT_CONTEXT,
+    *,
+    state: bool = True,
 ) -> Divergence:
     """Explain a finding of :func:`~tracediff.runner.run_scenario` by re-running it.
 
     The implementations are driven again (deterministically) only as far as the divergence
-    or failure, plus a few plans for the timeline. Raises ValueError for an identical result.
+    or failure, plus a few plans for the timeline; with ``state``, once more to compare
+    their states after every event (:mod:`tracediff.compare.state`). Raises ValueError for
+    an identical result.
     """
     if result.status == IDENTICAL:
         raise ValueError(f"{result.label}: identical, nothing to explain")
@@ -360,15 +407,18 @@ def explain(
             return _not_reproduced(base, result, why)
     sources = [_driver_source(scenario, spec) for spec in specs]
     if result.status == ERROR:
+        # The runner decided it is an error (it raised before any record differed, or the
+        # engine refused the differing record itself); a difference on the way is a note.
         walk = _walk(sources, context=context, stop_on_difference=False)
         notes: tuple[str, ...] = ()
         if walk.first_difference is not None:
             notes = (f"the records already differed at record {walk.first_difference}",)
         if walk.index is None or not walk.failed:
             return _not_reproduced(base, result)
-        return _divergence(
+        found = _divergence(
             walk, base, sources, message=result.message, notes=notes, fallback_plan=result.plan
         )
+        return _with_state(found, scenario, specs) if state else found
     walk = _walk(sources, context=context, limit=result.divergence)
     if walk.index is None:
         return _not_reproduced(base, result)
@@ -377,7 +427,36 @@ def explain(
         text = failure.text.splitlines()[-1] if isinstance(failure, _Failed) else "failed"
         name = base.names[walk.pair[1]]
         return _not_reproduced(base, result, f"could not explain: on a second run {name}: {text}")
-    return _divergence(walk, base, sources)
+    found = _divergence(walk, base, sources)
+    if result.failed_impl and result.message:
+        # The first divergence is the finding; a failure after it is context.
+        last = [line for line in result.message.splitlines() if line.strip()]
+        found = replace(
+            found,
+            later=f"{result.failed_impl} then failed: {last[-1].strip() if last else 'error'}",
+            message=result.message,
+        )
+    return _with_state(found, scenario, specs) if state else found
+
+
+def _with_state(
+    divergence: Divergence, scenario: Scenario, specs: Sequence[ImplSpec]
+) -> Divergence:
+    """The divergence with its state diff: both implementations driven again, their states
+    compared after every event up to the divergence (see :mod:`tracediff.compare.state`)."""
+    if divergence.index is None:
+        return divergence
+    try:
+        by_name = {spec.name: spec for spec in specs}
+        pair = [load(by_name[name]) for name in divergence.impls]
+        found = first_state_difference(
+            scenario, pair, until=divergence.index, divergence_plan=divergence.plan
+        )
+    except Exception as exc:  # noqa: BLE001 - the finding stands without its state diff
+        found = f"could not compare states: {type(exc).__name__}: {exc}"
+    if isinstance(found, str):
+        return replace(divergence, state_note=found)
+    return replace(divergence, state=found)
 
 
 def unexplained(
@@ -610,6 +689,15 @@ def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> 
     sources = [_file_source(reader_a), _file_source(reader_b)]
     walk = _walk(sources, context=context, catch=False)
     divergence = None if walk.index is None else _divergence(walk, base, sources)
+    if divergence is not None and divergence.plan is not None:
+        divergence = replace(
+            divergence,
+            state_note=(
+                "not compared: two trace files hold no implementations to drive; "
+                f"tracediff replay {path_a} --impl A --impl B --until {divergence.plan} --state "
+                "shows both states there"
+            ),
+        )
     return DiffReport(
         title=f"tracediff diff {path_a} {path_b}",
         impls=names,

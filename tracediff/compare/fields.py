@@ -1,24 +1,53 @@
 """Field-level comparison of two decoded records: deepdiff, named paths, classification.
 
 deepdiff finds every leaf that differs; this module turns its raw paths into names a reader
-knows (``round › lanes[17] › prefix``) using the column names the trace header carries
+knows (``round.lanes[17].prefix``) using the column names the trace header carries
 (rows are lists, so a row index becomes a column name), orders the changes as the record
-lays them out, and classifies each one: a float that moved is a *value* change, anything
-else that differs (an int, a string, a flag, a list's length, ``None``) is a *decision*, and
-a key that one record has and the other lacks is a *structure* change.
+lays them out, and classifies each one:
+
+- a key that one record has and the other lacks: *structure*;
+- two equal numbers of different types (``0`` vs ``0.0``, ``1`` vs ``True``): *type*;
+- a float that moved: *rounding* while its relative error is within
+  :data:`~tracediff.compare.model.ROUNDING_REL_ERROR`, else *value*;
+- anything else that differs (an int, a string, a flag, a list's length, ``None``): a
+  *decision* when it lies in a field that holds the record's choice (:data:`CHOICE_FIELDS`:
+  a plan's ``round``, ``probe`` and ``refresh``; every field of other records, such as a
+  retirement), else *bookkeeping* (a dominator id, an eligible lane's cap, a candidate's
+  prefixes: recorded on the way to a choice that came out the same).
+
+The record's kind is its most fundamental change's (structure, decision, bookkeeping, type,
+value, rounding). In a decision, the floats that moved with it are knock-on effects and get
+no ULP distance: their size says nothing about the cause.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from deepdiff import DeepDiff
 
 from tracediff.compare.floats import relative_error, ulp_distance
-from tracediff.compare.model import DECISION, STRUCTURE, VALUE, FieldChange
+from tracediff.compare.model import (
+    BOOKKEEPING,
+    DECISION,
+    KINDS,
+    ROUNDING,
+    ROUNDING_REL_ERROR,
+    STRUCTURE,
+    TYPE,
+    VALUE,
+    FieldChange,
+)
 
 Columns = Mapping[str, Sequence[str]]
+
+# The fields of a record that hold its choice, by record type; a record type not listed
+# (a retirement, another schema's records) is all choice.
+CHOICE_FIELDS: Mapping[str, frozenset[str]] = {
+    "plan": frozenset({"round", "probe", "refresh"}),
+}
 
 _MISSING = object()
 _STRUCTURAL = {"dictionary_item_added", "dictionary_item_removed"}
@@ -38,7 +67,10 @@ def record_label(record: Mapping[str, Any] | None, index: int) -> str:
 
 
 def record_changes(
-    a: Mapping[str, Any], b: Mapping[str, Any], columns: Columns
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    columns: Columns,
+    choice: frozenset[str] | None = None,
 ) -> list[FieldChange]:
     """Every differing leaf of two records, in the order the record lays them out.
 
@@ -56,33 +88,54 @@ def record_changes(
                 va, vb = _resolve(a, raw[:cut]), _resolve(b, raw[:cut])
             else:
                 va, vb = _value(level.t1), _value(level.t2)
-            if report_type in _STRUCTURAL:
-                kind = STRUCTURE
-            elif isinstance(va, float) and isinstance(vb, float):
-                kind = VALUE
-            else:
-                kind = DECISION
             if names in found:
                 continue
+            floats = isinstance(va, float) and isinstance(vb, float)
+            if report_type in _STRUCTURAL:
+                kind = STRUCTURE
+            elif floats:
+                rel = relative_error(va, vb)
+                kind = ROUNDING if rel is not None and rel <= ROUNDING_REL_ERROR else VALUE
+            elif _same_number(va, vb):
+                kind = TYPE
+            elif choice is None or (raw and raw[0] in choice):
+                kind = DECISION
+            else:
+                kind = BOOKKEEPING
             change = FieldChange(
                 path=names,
                 kind=kind,
                 a=None if va is _MISSING else va,
                 b=None if vb is _MISSING else vb,
-                ulps=ulp_distance(va, vb) if kind == VALUE else None,
-                rel_error=relative_error(va, vb) if kind == VALUE else None,
+                ulps=ulp_distance(va, vb) if floats else None,
+                rel_error=relative_error(va, vb) if floats else None,
             )
             found[names] = (order, change)
     return [change for _order, change in sorted(found.values(), key=lambda item: item[0])]
 
 
 def classify(changes: Sequence[FieldChange]) -> str:
-    """The kind of a record's divergence: structure over decision over value."""
+    """The kind of a record's divergence: its most fundamental change's (see KINDS)."""
     kinds = {change.kind for change in changes}
-    for kind in (STRUCTURE, DECISION):
-        if kind in kinds:
-            return kind
-    return VALUE
+    return next((kind for kind in KINDS if kind in kinds), ROUNDING)
+
+
+def without_knock_on_ulps(changes: Sequence[FieldChange], kind: str) -> list[FieldChange]:
+    """In a decision (or bookkeeping) divergence, floats moved because the choice did: their
+    ULP distances would read as a rounding story, so they are dropped."""
+    if kind not in (DECISION, BOOKKEEPING, STRUCTURE):
+        return list(changes)
+    return [
+        replace(c, ulps=None, rel_error=None) if c.kind in (VALUE, ROUNDING) else c for c in changes
+    ]
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """Equal numbers of different types: ``0`` and ``0.0``, ``1`` and ``True``."""
+    numbers = (bool, int, float)
+    if not (isinstance(a, numbers) and isinstance(b, numbers)) or type(a) is type(b):
+        return False
+    return bool(a == b)
 
 
 def _value(value: Any) -> Any:

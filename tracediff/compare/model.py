@@ -13,30 +13,52 @@ from typing import Any
 
 # The kinds of divergence, from the most to the least fundamental.
 STRUCTURE = "structure"  # a record missing or extra, or different record types at one index
-DECISION = "decision"  # a different choice: an int, str, bool, list length or None differs
-VALUE = "value"  # the same decisions, only floats differ (by some ULPs)
+DECISION = "decision"  # a different choice: the round (or probe, refresh) chosen differs
+BOOKKEEPING = "bookkeeping"  # the same choice; another recorded int/str/flag/list differs
+TYPE = "type"  # equal values of another type (0 vs 0.0, 1 vs True), everything else equal
+VALUE = "value"  # the same decisions; a float is wrong by far more than rounding
+ROUNDING = "rounding"  # the same decisions; floats moved by a few ULPs (summation order)
 ERROR = "error"  # an implementation raised (or broke the driver contract)
 TIMEOUT = "timeout"  # an implementation hung past the scenario's time limit
-KINDS = (STRUCTURE, DECISION, VALUE, ERROR, TIMEOUT)
+KINDS = (STRUCTURE, DECISION, BOOKKEEPING, TYPE, VALUE, ROUNDING, ERROR, TIMEOUT)
+# A float change is *rounding* while its relative error stays within this (about 4,500 ULPs
+# of a double): summation order or grouping, not a wrong formula or a stale input.
+ROUNDING_REL_ERROR = 1e-12
 
 # Scenario outcomes (the runner's statuses).
 IDENTICAL, DIVERGED = "identical", "diverged"
 
-PATH_SEPARATOR = " › "
 DEFAULT_CONTEXT = 5  # records before a divergence shown side by side
 
-_INDEX = re.compile(r"\[\d+\]")
+_INDEX = re.compile(r"\[[^\]]*\]")
 _NUMBERED = re.compile(r"^(.*\D) \d+$")  # "plan 12", "after plan 4"
 
 
+def field_text(segments: tuple[str, ...]) -> str:
+    """One path notation everywhere (diff, replay, state, JSON): ``round.lanes[17].prefix``.
+
+    Segments are column or key names, each maybe followed by its index (``lanes[17]``);
+    they are joined with dots. The text is plain ASCII for the trace schema's names.
+    """
+    return ".".join(segments)
+
+
+def path_text(path: tuple[str, ...]) -> str:
+    """A record-first path as text: ``plan 35: candidates[17].expected``."""
+    if not path:
+        return ""
+    head, rest = path[0], path[1:]
+    return f"{head}: {field_text(rest)}" if rest else head
+
+
 def normalise_path(path: tuple[str, ...]) -> str:
-    """The path with indices and record numbers elided: ``plan › round › lanes[*] › prefix``."""
+    """The path with indices and record numbers elided: ``plan: round.lanes[*].prefix``."""
     parts = []
     for segment in path:
         segment = _INDEX.sub("[*]", segment)
         match = _NUMBERED.match(segment)
         parts.append(match.group(1) if match else segment)
-    return PATH_SEPARATOR.join(parts)
+    return path_text(tuple(parts))
 
 
 @dataclass(frozen=True)
@@ -57,7 +79,32 @@ class FieldChange:
 
     @property
     def location(self) -> str:
-        return PATH_SEPARATOR.join(self.path)
+        return field_text(self.path)
+
+
+@dataclass(frozen=True)
+class StateDiff:
+    """The first point at which the two implementations' ``state()`` already disagreed.
+
+    Both implementations are driven again and their states compared after every event
+    (an arrival, a completion, a plan); this names the first event after which they differ
+    and the first differing field, in the path notation of :func:`field_text`, with state
+    lists of maps named by their ``id`` (``requests[id=3].pending_advance``).
+    """
+
+    event: str  # "completion of plan 9", "arrival of request 3", "plan 9"
+    index: int  # the record index of that event (header 0)
+    plan: int | None  # the plan number at, or last before, the event
+    field: str  # "requests[id=3].pending_advance"; "" for the state as a whole
+    a: Any
+    b: Any
+    plans_before: int | None = None  # plans from this event to the first differing record
+
+    @property
+    def cause(self) -> str:
+        """The field with its indices and ids elided: ``requests[*].pending_advance``.
+        Findings of several signatures that share it most likely share one bug."""
+        return _INDEX.sub("[*]", self.field)
 
 
 @dataclass(frozen=True)
@@ -151,6 +198,10 @@ class Divergence:
     failed_impl: str | None = None
     message: str = ""
     notes: tuple[str, ...] = ()
+    raised_in: str | None = None  # error: the driver method the implementation raised in
+    state: StateDiff | None = None  # the first state difference, when states were compared
+    state_note: str = ""  # why there is no state difference to show, if there is none
+    later: str = ""  # what happened after a field divergence: "B raised ... at plan 30"
 
     @property
     def label(self) -> str:
@@ -158,10 +209,19 @@ class Divergence:
 
     @property
     def location(self) -> str:
-        return PATH_SEPARATOR.join(self.path)
+        return path_text(self.path)
+
+    @property
+    def field(self) -> str:
+        """The headline field below the record, ASCII: ``candidates[17].expected``."""
+        return field_text(self.path[1:])
 
     @property
     def signature(self) -> Signature:
+        if self.kind == ERROR and self.raised_in:
+            # One cause, one signature: where the failing implementation raised (method and
+            # exception type), whatever the other implementation recorded at that index.
+            return Signature(ERROR, f"{self.raised_in}: {self.path[-1]}")
         return Signature(self.kind, normalise_path(self.path))
 
     @property
@@ -191,6 +251,8 @@ class SignatureGroup:
     count: int
     smallest: Divergence
     labels: tuple[str, ...]
+    # the state-diff causes of its members (StateDiff.cause), most frequent first
+    causes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

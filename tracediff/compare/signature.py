@@ -7,6 +7,7 @@ smallest scenario (fewest requests, then fewest plans), the one to debug first.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -24,11 +25,17 @@ def group_signatures(divergences: Iterable[Divergence]) -> tuple[SignatureGroup,
             count=len(found),
             smallest=min(found, key=_rank),
             labels=tuple(d.label for d in found),
+            causes=_causes(found),
         )
         for signature, found in members.items()
     ]
     groups.sort(key=lambda g: (-g.count, g.signature))
     return tuple(groups)
+
+
+def _causes(found: list[Divergence]) -> tuple[str, ...]:
+    counts = Counter(d.state.cause for d in found if d.state is not None)
+    return tuple(cause for cause, _n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
 
 
 SLIM_CHANGES = 10

@@ -47,5 +47,5 @@ def round_mark(record: Mapping[str, Any], columns: Mapping[str, Sequence[str]]) 
             prefill=isinstance(prefill, int) and prefill >= 0,
             prefixes=prefixes,
         )
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, KeyError):  # a malformed round draws nothing
         return None

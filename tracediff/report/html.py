@@ -19,6 +19,14 @@ from tracediff.report import describe
 from tracediff.report.timeline_svg import timeline_svg
 
 MAX_EXPLAINED = 20
+TIMELINE_CAPTION = (
+    "Rounds by plan, A above B. Bar height: draft width (W or Q_pad); colour: lane count "
+    "(darker is more; blue rect, green ragged; grey a prefill-only round). A bar's label is "
+    "its shape: 1×7 is a rect round of B_pad 1 lane slot by W 7 draft positions, 1q8 a "
+    "ragged round of B_pad 1 by Q_pad 8 packed draft tokens. Orange outline: acceptance "
+    "probe; red outline: the two rounds differ (shape, lanes or drafts; hover for details); "
+    "dashed line: the first divergence."
+)
 MAX_FINDINGS = 500
 
 _STYLE = """
@@ -40,6 +48,8 @@ section.divergence { border-top: 2px solid #d0d7de; }
 figure { margin: 12px 0; } figcaption { color: #57606a; font-size: 12px; }
 svg.timeline { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
 details summary { cursor: pointer; }
+mark { background: #ffd33d; color: inherit; padding: 0 1px; }
+dd.state { font-weight: bold; } dd.state.none { font-weight: normal; color: #57606a; }
 """
 
 
@@ -72,19 +82,23 @@ def render(report: DiffReport) -> str:
         body.append("</table>")
     groups = group_signatures(report.divergences)
     if groups:
+        causes = any(group.causes for group in groups)
         body.append(
             '<h2>Signatures</h2><table class="signatures"><tr><th>kind</th><th>field path</th>'
-            "<th>count</th><th>smallest scenario</th></tr>"
+            "<th>count</th><th>smallest scenario</th>"
+            + ("<th>state first differs in</th>" if causes else "")
+            + "</tr>"
         )
         for group in groups:
             small = group.smallest
+            cause = f'<td class="mono">{_e(", ".join(group.causes) or "-")}</td>' if causes else ""
             body.append(
                 f"<tr><td>{_e(group.signature.kind)}</td>"
                 f'<td class="mono">{_e(group.signature.path)}</td>'
                 f'<td class="num">{group.count}</td>'
                 f'<td><a href="#{_anchor(small)}">{_e(small.label)}</a> '
                 f"({_e(describe.plural(small.requests, 'request'))}, "
-                f"{_e(describe.plural(small.plans, 'plan'))})</td></tr>"
+                f"{_e(describe.plural(small.plans, 'plan'))})</td>{cause}</tr>"
             )
         body.append("</table>")
         for group in groups[:MAX_EXPLAINED]:
@@ -146,18 +160,19 @@ def _section(d: Divergence, title: str) -> str:
         f"<dt>field</dt><dd><code>{_e(d.location)}</code></dd>",
         f"<dt>kind</dt><dd>{_e(describe.kind_line(d))}</dd>",
         f"<dt>signature</dt><dd><code>{_e(d.signature)}</code></dd>",
-        "</dl>",
     ]
+    if d.state is not None or d.state_note:
+        css = "state" if d.state is not None else "state none"
+        out.append(f'<dt>state</dt><dd class="{css}">{_e(describe.state_line(d))}</dd>')
+    if d.later:
+        out.append(f"<dt>then</dt><dd>{_e(d.later)}</dd>")
+    out.append("</dl>")
     svg = timeline_svg(d)
     if svg:
         out += [
             "<figure>",
             svg,
-            "<figcaption>Rounds by plan, A above B. Bar height: draft width (W or Q_pad); "
-            "colour: lane count (darker is more; blue rect, green ragged); orange outline: "
-            "acceptance probe; red outline: the two rounds differ (shape, lanes or drafts; hover "
-            "for details); dashed line: the first divergence."
-            "</figcaption>",
+            f"<figcaption>{_e(TIMELINE_CAPTION)}</figcaption>",
             "</figure>",
         ]
     else:
@@ -168,11 +183,12 @@ def _section(d: Divergence, title: str) -> str:
             f"<tr><th>field</th><th>A: {_e(a)}</th><th>B: {_e(b)}</th><th>ULPs</th>"
             "<th>rel. error</th></tr>"
         )
-        for change in d.changes:
+        for change in describe.changes_headline_first(d):
+            shown_a, shown_b = _marked_pair(change.a, change.b, 120)
             out.append(
                 f'<tr><td class="mono">{_e(change.location)}</td>'
-                f'<td class="mono">{_e(describe.short(change.a, 120))}</td>'
-                f'<td class="mono">{_e(describe.short(change.b, 120))}</td>'
+                f'<td class="mono">{shown_a}</td>'
+                f'<td class="mono">{shown_b}</td>'
                 f'<td class="num">{describe.ulps_count(change.ulps)}</td>'
                 f'<td class="num">'
                 f"{'-' if change.rel_error is None else f'{change.rel_error:.2e}'}</td></tr>"
@@ -191,8 +207,8 @@ def _section(d: Divergence, title: str) -> str:
             css = "" if row.same else ' class="differs"'
             out.append(
                 f'<tr{css}><td class="num">{row.index}</td>'
-                f"<td>{_record_cell(row.a, row.index)}</td>"
-                f"<td>{_record_cell(row.b, row.index)}</td></tr>"
+                f"<td>{_record_cell(row.a, row.index, None if row.same else row.b)}</td>"
+                f"<td>{_record_cell(row.b, row.index, None if row.same else row.a)}</td></tr>"
             )
         out.append("</table>")
     for note in d.notes:
@@ -201,8 +217,22 @@ def _section(d: Divergence, title: str) -> str:
     return "\n".join(out)
 
 
-def _record_cell(record: dict[str, Any] | None, index: int) -> str:
-    summary = _e(describe.record_summary(record, index))
+def _marked_pair(a: Any, b: Any, limit: int) -> tuple[str, str]:
+    """Both values, escaped, cut around their first difference, the differing part marked."""
+    first, second = describe.diff_window(describe.full_text(a), describe.full_text(b), limit)
+    return _marked(first), _marked(second)
+
+
+def _marked(parts: tuple[str, str, str]) -> str:
+    before, middle, after = parts
+    marked = f"<mark>{_e(middle)}</mark>" if middle else ""
+    return f"{_e(before)}{marked}{_e(after)}"
+
+
+def _record_cell(
+    record: dict[str, Any] | None, index: int, other: dict[str, Any] | None = None
+) -> str:
+    summary = _e(describe.record_summary(record, index, other))
     if record is None:
         return summary
     full = _e(json.dumps(record, indent=1, ensure_ascii=False))

@@ -11,7 +11,7 @@ TraceFormatError naming the file and the field at fault.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from tracediff import __version__
@@ -22,6 +22,7 @@ from tracediff.compare.model import (
     FieldChange,
     RoundMark,
     ScenarioOutcome,
+    StateDiff,
     StepOutcome,
 )
 from tracediff.compare.signature import group_signatures
@@ -45,16 +46,60 @@ def report_to_dict(report: DiffReport) -> dict[str, Any]:
         "notes": list(report.notes),
         "steps": [{"name": s.name, "status": s.status, "detail": s.detail} for s in report.steps],
         "outcomes": [_outcome(o) for o in report.outcomes],
-        "groups": [
-            {
-                "kind": g.signature.kind,
-                "path": g.signature.path,
-                "count": g.count,
-                "smallest": g.smallest.label,
-                "scenarios": list(g.labels),
-            }
-            for g in group_signatures(report.divergences)
-        ],
+        "groups": groups_to_list(report.divergences),
+    }
+
+
+def groups_to_list(divergences: Sequence[Divergence]) -> list[dict[str, Any]]:
+    """The signature groups, most frequent first: what ``run --json`` and the diff report
+    write (plain ASCII paths; ``scenarios`` in the order found)."""
+    return [
+        {
+            "kind": g.signature.kind,
+            "path": g.signature.path,
+            "count": g.count,
+            "smallest": g.smallest.label,
+            "scenarios": list(g.labels),
+            "causes": list(g.causes),
+        }
+        for g in group_signatures(divergences)
+    ]
+
+
+def finding_to_dict(d: Divergence) -> dict[str, Any]:
+    """One finding, flat, for tools (``run --json``'s ``findings``): what kind, which
+    signature, the first differing record and plan, the field, the state diff."""
+    lines = [line for line in d.message.splitlines() if line.strip()]
+    return {
+        "scenario": d.label,
+        "profile": d.profile,
+        "seed": d.seed,
+        "requests": d.requests,
+        "plans": d.plans,
+        "impls": list(d.impls),
+        "kind": d.kind,
+        "signature": {"kind": d.signature.kind, "path": d.signature.path},
+        "record": d.index,
+        "plan": d.plan,
+        "clock": d.clock,
+        "record_type": d.record_type,
+        "field": d.field,
+        "location": d.location,
+        "headline": None
+        if d.headline is None
+        else {
+            "a": d.headline.a,
+            "b": d.headline.b,
+            "ulps": d.headline.ulps,
+            "rel_error": d.headline.rel_error,
+        },
+        "total_changes": d.total_changes,
+        "failed_impl": d.failed_impl,
+        "raised_in": d.raised_in,
+        "error": lines[-1].strip() if lines else "",
+        "later": d.later,
+        "state": None if d.state is None else state_to_dict(d.state),
+        "state_note": d.state_note,
     }
 
 
@@ -92,6 +137,9 @@ def _divergence(d: Divergence) -> dict[str, Any]:
     return {
         "kind": d.kind,
         "signature": str(d.signature),
+        "signature_path": d.signature.path,
+        "location": d.location,
+        "field": d.field,
         "profile": d.profile,
         "seed": d.seed,
         "features": d.features,
@@ -127,6 +175,22 @@ def _divergence(d: Divergence) -> dict[str, Any]:
         "failed_impl": d.failed_impl,
         "message": d.message,
         "notes": list(d.notes),
+        "raised_in": d.raised_in,
+        "later": d.later,
+        "state": None if d.state is None else state_to_dict(d.state),
+        "state_note": d.state_note,
+    }
+
+
+def state_to_dict(state: StateDiff) -> dict[str, Any]:
+    return {
+        "event": state.event,
+        "index": state.index,
+        "plan": state.plan,
+        "field": state.field,
+        "a": state.a,
+        "b": state.b,
+        "plans_before": state.plans_before,
     }
 
 
@@ -158,6 +222,14 @@ class _Reader:
         if not isinstance(value, kind):
             raise self.fail(f"{where}.{key}", f"expected {_names(kind)}, got {_jtype(value)}")
         return value
+
+    def opt(
+        self, data: Any, key: str, kind: type[T] | tuple[type, ...], where: str, default: Any
+    ) -> Any:
+        """A field added within version 1: absent in older files, then ``default``."""
+        if isinstance(data, dict) and key not in data:
+            return default
+        return self.get(data, key, kind, where)
 
     def items(
         self, data: Any, key: str, where: str, build: Callable[[Any, str], T]
@@ -273,6 +345,26 @@ def _read_divergence(r: _Reader, v: Any, w: str) -> Divergence:
         failed_impl=r.get(v, "failed_impl", _OPT_STR, w),
         message=r.get(v, "message", str, w),
         notes=_strings(r, v, "notes", w),
+        raised_in=r.opt(v, "raised_in", _OPT_STR, w, None),
+        later=r.opt(v, "later", str, w, ""),
+        state=_read_state(r, r.opt(v, "state", (dict, type(None)), w, None), f"{w}.state"),
+        state_note=r.opt(v, "state_note", str, w, ""),
+    )
+
+
+def _read_state(r: _Reader, v: Any, w: str) -> StateDiff | None:
+    if v is None:
+        return None
+    if "a" not in v or "b" not in v:
+        raise r.fail(w, "a state difference needs fields 'a' and 'b'")
+    return StateDiff(
+        event=r.get(v, "event", str, w),
+        index=r.get(v, "index", _INT, w),
+        plan=r.get(v, "plan", _OPT_INT, w),
+        field=r.get(v, "field", str, w),
+        a=v["a"],
+        b=v["b"],
+        plans_before=r.get(v, "plans_before", _OPT_INT, w),
     )
 
 

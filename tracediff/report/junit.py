@@ -134,11 +134,14 @@ def _body(d: Divergence) -> str:
         f"kind:      {describe.kind_line(d)}",
         f"signature: {d.signature}",
     ]
+    if d.state is not None or d.state_note:
+        lines.append(f"state:     {describe.state_line(d)}")
+    if d.later:
+        lines.append(f"then:      {d.later}")
     for change in d.changes[:10]:
         ulps = f"  ({describe.ulps_text(change)})" if change.ulps is not None else ""
-        lines.append(
-            f"  {change.location}: A {describe.short(change.a)}  B {describe.short(change.b)}{ulps}"
-        )
+        shown_a, shown_b = describe.short_pair(change.a, change.b)
+        lines.append(f"  {change.location}: A {shown_a}  B {shown_b}{ulps}")
     if d.total_changes > 10:
         lines.append(f"  ... and {d.total_changes - 10} more fields")
     if d.message:

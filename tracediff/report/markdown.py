@@ -50,18 +50,21 @@ def render(report: DiffReport) -> str:
         lines.append("")
     groups = group_signatures(report.divergences)
     if groups:
+        causes = any(group.causes for group in groups)
         lines += [
             "### Signatures",
             "",
-            "| kind | field path | count | smallest scenario |",
-            "|---|---|---:|---|",
+            "| kind | field path | count | smallest scenario |"
+            + (" state first differs in |" if causes else ""),
+            "|---|---|---:|---|" + ("---|" if causes else ""),
         ]
         for group in groups:
             small = group.smallest
+            cause = f" {_cell(', '.join(group.causes) or '-')} |" if causes else ""
             lines.append(
                 f"| {group.signature.kind} | {_code(group.signature.path)} | {group.count} | "
                 f"{_cell(small.label)} ({describe.plural(small.requests, 'request')}, "
-                f"{describe.plural(small.plans, 'plan')}) |"
+                f"{describe.plural(small.plans, 'plan')}) |{cause}"
             )
         lines.append("")
         lines.append("### Smallest scenario of each signature")
@@ -113,14 +116,16 @@ def _details(d: Divergence) -> list[str]:
         f"- where: {describe.where(d)}",
         f"- field: {_code(d.location)}",
         f"- kind: {describe.kind_line(d)}",
+        *([f"- state: {describe.state_line(d)}"] if d.state or d.state_note else []),
+        *([f"- then: {d.later}"] if d.later else []),
         "",
     ]
     if d.changes:
         lines += ["| field | A | B | ULPs | rel. error |", "|---|---|---|---:|---:|"]
-        for change in d.changes[:MAX_CHANGES]:
+        for change in describe.changes_headline_first(d)[:MAX_CHANGES]:
+            shown_a, shown_b = describe.short_pair(change.a, change.b)
             lines.append(
-                f"| {_code(change.location)} | {_cell(describe.short(change.a))} | "
-                f"{_cell(describe.short(change.b))} | "
+                f"| {_code(change.location)} | {_cell(shown_a)} | {_cell(shown_b)} | "
                 f"{describe.ulps_count(change.ulps)} | "
                 f"{'-' if change.rel_error is None else f'{change.rel_error:.2e}'} |"
             )
@@ -134,8 +139,8 @@ def _details(d: Divergence) -> list[str]:
     if d.context:
         lines += ["| # | A | B |", "|---:|---|---|"]
         for row in d.context:
-            left = describe.record_summary(row.a, row.index)
-            right = "≡" if row.same else describe.record_summary(row.b, row.index)
+            left = describe.record_summary(row.a, row.index, None if row.same else row.b)
+            right = "≡" if row.same else describe.record_summary(row.b, row.index, row.a)
             mark = "≠ " if not row.same else ""
             lines.append(f"| {mark}{row.index} | {_cell(left)} | {_cell(right)} |")
         lines.append("")

@@ -58,7 +58,17 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         table.add_row(f"{kind} records", f"{counts[kind]:,}")
     for source in sorted(rounds):
         table.add_row(f"rounds: {source}", f"{rounds[source]:,}")
-    table.add_row("simulated time", f"{last_now / 1e6:.3f} s")
+    live = reader.header.get("live")
+    if isinstance(live, dict):
+        # A live engine's trace: the clock was real, and the run depended on these.
+        table.add_row("served time (live)", f"{last_now / 1e6:.3f} s")
+        table.add_row(
+            "live engine",
+            f"{live.get('device')} {live.get('dtype')}, torch {live.get('torch')}, "
+            f"deterministic {live.get('deterministic_algorithms')}",
+        )
+    else:
+        table.add_row("simulated time", f"{last_now / 1e6:.3f} s")
     table.add_row("body digest", reader.verify())
     provenance = reader.provenance or {}
     for key in sorted(provenance):

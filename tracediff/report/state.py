@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -115,3 +116,35 @@ def state_renderable(state: Mapping[str, Any], title: str = "scheduler state") -
         if key not in KNOWN:
             parts.append(Text(f"{key}: {state[key]!r}"))
     return Group(*parts)
+
+
+def state_pair_table(
+    name_a: str, name_b: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None
+) -> Table:
+    """Two states side by side, one row per field (the path notation of the state diff,
+    ``requests[id=3].pending_advance``), rows that differ marked ``≠`` and in bold."""
+    from tracediff.compare.state import flatten_state
+    from tracediff.report.describe import short, short_name
+
+    rows_a = dict(flatten_state(a)) if a is not None else {}
+    rows_b = dict(flatten_state(b)) if b is not None else {}
+    table = Table(title="states side by side", header_style="bold", title_justify="left")
+    table.add_column("")
+    table.add_column("field", overflow="fold")
+    table.add_column(f"A: {short_name(name_a)}", overflow="fold")
+    table.add_column(f"B: {short_name(name_b)}", overflow="fold")
+    for field in [*rows_a, *(f for f in rows_b if f not in rows_a)]:
+        left, right = rows_a.get(field, _ABSENT), rows_b.get(field, _ABSENT)
+        same = left is not _ABSENT and right is not _ABSENT and short(left) == short(right)
+        style = Style() if same else Style(bold=True, color="red")
+        table.add_row(
+            "" if same else "≠",
+            Text(field),  # Text: "[id=3]" is not markup
+            Text("—" if left is _ABSENT else short(left, 60)),
+            Text("≡" if same else ("—" if right is _ABSENT else short(right, 60))),
+            style=style,
+        )
+    return table
+
+
+_ABSENT = object()

@@ -10,10 +10,13 @@ from rich.table import Table
 from rich.text import Text
 
 from tracediff.compare.model import (
+    BOOKKEEPING,
     DECISION,
     FAILED,
     PASSED,
+    ROUNDING,
     STRUCTURE,
+    TYPE,
     VALUE,
     DiffReport,
     Divergence,
@@ -142,10 +145,15 @@ class DivergenceView:
         facts.add_row("field", Text(d.location, style="bold"))
         facts.add_row("kind", Text(describe.kind_line(d), style=_KIND_STYLE.get(d.kind, "")))
         facts.add_row("signature", str(d.signature))
+        if d.state is not None or d.state_note:
+            style = "bold" if d.state is not None else "dim"
+            facts.add_row("state", Text(describe.state_line(d), style=style))
+        if d.later:
+            facts.add_row("then", d.later)
         parts: list[RenderableType] = [facts]
         if d.changes:
             parts.append(_changes_table(d))
-        if d.kind in (ERROR, TIMEOUT) and d.message:
+        if (d.kind in (ERROR, TIMEOUT) or d.later) and d.message:
             lines = d.message.splitlines()
             shown = lines[-MAX_TRACEBACK_LINES:]
             if len(lines) > len(shown):
@@ -162,7 +170,10 @@ class DivergenceView:
 
 _KIND_STYLE = {
     DECISION: "bold red",
+    BOOKKEEPING: "bold red",
+    TYPE: "bold yellow",
     VALUE: "bold yellow",
+    ROUNDING: "yellow",
     STRUCTURE: "bold magenta",
     ERROR: "bold red",
     TIMEOUT: "bold red",
@@ -177,11 +188,12 @@ def _changes_table(d: Divergence) -> Table:
     table.add_column(f"B: {b}", overflow="fold")
     table.add_column("ULPs", justify="right")
     table.add_column("rel. error", justify="right")
-    for change in d.changes[:MAX_CHANGES_SHOWN]:
+    for change in describe.changes_headline_first(d)[:MAX_CHANGES_SHOWN]:
+        shown_a, shown_b = describe.short_pair(change.a, change.b)
         table.add_row(
             change.location,
-            describe.short(change.a),
-            describe.short(change.b),
+            shown_a,
+            shown_b,
             describe.ulps_count(change.ulps),
             "-" if change.rel_error is None else f"{change.rel_error:.2e}",
         )
@@ -197,11 +209,12 @@ def _context_table(d: Divergence) -> Table:
     table.add_column(f"A: {a}", overflow="fold", ratio=1)
     table.add_column(f"B: {b}", overflow="fold", ratio=1)
     for row in d.context:
-        left = describe.record_summary(row.a, row.index)
         if row.same:
+            left = describe.record_summary(row.a, row.index)
             table.add_row(str(row.index), left, Text("≡ same", style="dim"))
         else:
-            right = describe.record_summary(row.b, row.index)
+            left = describe.record_summary(row.a, row.index, row.b)
+            right = describe.record_summary(row.b, row.index, row.a)
             if row.b is None and d.kind == ERROR:
                 right = f"raised: {describe.failure_tail(d)}"
             table.add_row(Text(f"≠ {row.index}", style="bold red"), left, Text(right, style="bold"))
@@ -220,11 +233,11 @@ def _rounds_table(d: Divergence) -> Table:
     shown = [p for p in plans if d.plan is None or p >= d.plan - 3][:8]
     for plan in shown:
         left, right = marks_a.get(plan), marks_b.get(plan)
-        differ = left != right
+        differ = describe.rounds_differ(d, plan, left, right)
         table.add_row(
             Text(str(plan), style="bold red" if differ else ""),
             _round_cell(left),
-            _round_cell(right) if differ else Text("≡ same", style="dim"),
+            _round_cell(right) + differ if differ else Text("≡ same", style="dim"),
         )
     return table
 
@@ -249,15 +262,21 @@ def groups_renderable(groups: Sequence[SignatureGroup]) -> Table:
     table.add_column("signature (field path)")
     table.add_column("count", justify="right")
     table.add_column("smallest scenario")
+    causes = any(group.causes for group in groups)
+    if causes:
+        table.add_column("state first differs in")
     for group in groups:
         small = group.smallest
-        table.add_row(
+        cells: list[RenderableType] = [
             Text(group.signature.kind, style=_KIND_STYLE.get(group.signature.kind, "")),
-            group.signature.path,
+            Text(group.signature.path),
             f"{group.count:,}",
             f"{small.label} ({describe.plural(small.requests, 'request')}, "
             f"{describe.plural(small.plans, 'plan')})",
-        )
+        ]
+        if causes:
+            cells.append(Text(", ".join(group.causes) or "-"))
+        table.add_row(*cells)
     return table
 
 

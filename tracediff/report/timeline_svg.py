@@ -64,10 +64,12 @@ def timeline_svg(d: Divergence) -> str:
             if mark is None:
                 continue
             other = marks[1 - side].get(plan)
+            # the same test as the rounds table: rows that differ never look the same
+            differs = bool(describe.rounds_differ(d, plan, mark, other))
             out.append(
                 _bar(
                     mark,
-                    other,
+                    differs,
                     LEFT + i * step + (step - bar) / 2,
                     top,
                     bar,
@@ -94,7 +96,7 @@ def _clip(text: str, limit: int) -> str:
 
 def _bar(
     mark: RoundMark,
-    other: RoundMark | None,
+    differs: bool,
     x: float,
     top: int,
     bar: float,
@@ -102,7 +104,6 @@ def _bar(
     most_lanes: int,
     step: float,
 ) -> str:
-    differs = other != mark
     classes = ["round"] + (["differs"] if differs else []) + ([mark.source] if mark.source else [])
     tip = escape(describe.round_text(mark))
     if mark.idle or mark.b_pad == 0:
