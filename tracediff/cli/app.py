@@ -85,7 +85,20 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class TracediffGroup(click.Group):
+class _HelpGroup(click.Group):
+    """A command group whose commands know -h themselves, however they are invoked (click
+    caches a command's help option, so inheriting it from the group's context would make
+    the help text depend on call order)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.context_settings.setdefault("help_option_names", ["-h", "--help"])
+        super().add_command(cmd, name)
+
+
+_HelpGroup.group_class = _HelpGroup
+
+
+class TracediffGroup(_HelpGroup):
     """Maps every failure to one line on stderr and an exit code (no traceback):
 
     TracediffError -> its ``exit_code``; a click usage error -> 2; OSError (a file that
