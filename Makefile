@@ -49,7 +49,8 @@ native: setup
 fuzz-long: setup
 	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_trace_fuzz.py -m slow -k long -p no:cacheprovider --hypothesis-show-statistics
 
-# What CI's equivalence gate runs: regressions, golden digests, then the quick profile.
+# What CI's equivalence gate runs: the regression corpus, then the quick profile (one run)
+# and its golden digests.
 gate: setup
 	$(BIN)/tracediff gate --profile $(PROFILE) --junit artifacts/junit.xml --markdown artifacts/summary.md --html artifacts/report.html
 

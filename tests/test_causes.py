@@ -259,10 +259,10 @@ def test_merging_requests_reaches_what_deleting_cannot() -> None:
 def test_cli_shrink_says_when_it_stopped_on_its_time_limit() -> None:
     args = ["shrink", "--profile", "quick", "--seed", "12", "--impl", "reference"]
     args += ["--impl", "tests.impls.skewed:SkewedScheduler", "--no-progress"]
-    limited = CliRunner().invoke(main, [*args, "--timeout-s", "0.001"])
+    limited = CliRunner().invoke(main, [*args, "--timeout", "0.001"])
     assert limited.exit_code == 1, limited.output
     assert "stopped on its time limit" in limited.output
-    done = CliRunner().invoke(main, [*args, "--timeout-s", "30"])
+    done = CliRunner().invoke(main, [*args, "--timeout", "30"])
     assert "stopped at a minimum" in done.output
 
 

@@ -117,6 +117,10 @@ def test_golden_check_survives_a_killed_worker(
     monkeypatch.delenv("CI", raising=False)
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "tiny.toml").write_text(TINY)
+    (tmp_path / "golden").mkdir()  # the project's own profiles and golden digests
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tracediff]\nprofiles = "scenarios"\ngolden = "golden"\n'
+    )
     for args in (["golden", "update", "--profile", "tiny", "-j", "2"], ["golden", "accept"]):
         done = CliRunner().invoke(main, args)
         assert done.exit_code == 0, done.output

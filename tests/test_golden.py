@@ -46,6 +46,10 @@ def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv(golden.ARTIFACTS_ENV, raising=False)
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "tiny.toml").write_text(TINY)
+    (tmp_path / "golden").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tracediff]\nprofiles = "scenarios"\ngolden = "golden"\n'
+    )
     return tmp_path
 
 
@@ -250,13 +254,13 @@ def test_ci_writes_nothing_into_the_golden_directory(
     monkeypatch.setenv("CI", "true")
     code, output = _invoke("golden", "update", "--profile", "tiny", "--artifacts", "art")
     assert code == 0, output
-    assert not (tiny / "golden").exists()
+    assert not any((tiny / "golden").iterdir())
     assert (tiny / "art" / "golden" / "tiny.json.new").is_file()
     code, output = _invoke("golden", "review", "--artifacts", "art")
     assert code == 0 and "new manifest" in output
     code, output = _invoke("golden", "accept")
     assert code == 2 and "CI=true" in output
-    assert not (tiny / "golden").exists()
+    assert not any((tiny / "golden").iterdir())
     code, output = _invoke("golden", "reject", "--artifacts", "art")
     assert code == 0
     assert not (tiny / "art" / "golden" / "tiny.json.new").exists()

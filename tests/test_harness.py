@@ -168,7 +168,10 @@ def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
     assert lines[0]["scenario"]["seed"] == 3
     plans = [rec for rec in lines if rec["t"] == "plan"]
     shown = runner.invoke(main, ["show", str(out), "--plan", str(plans[0]["plan"])])
-    assert json.loads(shown.output) == plans[0]
+    from tracediff.report.show import labelled
+
+    # the same record, its positional rows named by the header's columns
+    assert json.loads(shown.output) == labelled(plans[0], lines[0]["columns"])
 
 
 def test_run_replays_the_regression_corpus_first(tmp_path: Path) -> None:
@@ -192,4 +195,4 @@ def test_run_replays_the_regression_corpus_first(tmp_path: Path) -> None:
         main,
         ["run", "--seeds", "0", "-j", "1", "--regressions", str(repo_corpus), "--no-regressions"],
     )
-    assert "identical: 1 scenarios" in skipped.output
+    assert "identical: 1 scenario," in skipped.output

@@ -242,7 +242,7 @@ def test_coverage_is_the_same_in_worker_processes_and_reads_back() -> None:
 def test_one_request_misses_the_features_that_need_several() -> None:
     report = coverage(load_profile("quick"), (0,))
     assert not report.complete  # quick seed 0: 1 request, host allocation, rect, queue 0
-    assert report.scenarios[0].features.startswith("1 requests, host allocation, rect")
+    assert report.scenarios[0].features.startswith("1 request, host allocation, rect")
     missing = {"requests 2-4", "allocation mixed", "ragged graph", "queued round"}
     assert missing <= set(report.missing)
     assert "requests 1" not in report.missing and "allocation host" not in report.missing

@@ -2,7 +2,97 @@
 
 A seeded scenario drives two (or more) implementations of a decision engine; every
 decision is recorded into a canonical msgpack trace and the traces are compared byte
-for byte. See README.md and docs/ for the workflows.
+for byte. The command line (``tracediff --help``) covers the workflows; from Python, the
+public API is what this module exports (docs/api.md)::
+
+    import tracediff
+
+    result = tracediff.compare_implementations("quick", ["reference", "mypkg.sched:Fast"])
+    assert result.ok, result.explain()
+
+The names load on first use, so that ``import tracediff`` stays cheap for the command line.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from tracediff.api import ComparisonResult as ComparisonResult
+    from tracediff.api import ScenarioComparison as ScenarioComparison
+    from tracediff.api import compare_implementations as compare_implementations
+    from tracediff.api import explanation_text as explanation_text
+    from tracediff.api import scenarios_of as scenarios_of
+    from tracediff.compare.model import Divergence as Divergence
+    from tracediff.compare.model import FieldChange as FieldChange
+    from tracediff.config import Config as Config
+    from tracediff.config import load_config as load_config
+    from tracediff.errors import TracediffError as TracediffError
+    from tracediff.scenario.generator import generate as generate
+    from tracediff.scenario.model import RequestSpec as RequestSpec
+    from tracediff.scenario.model import Scenario as Scenario
+    from tracediff.scenario.model import SchedulerParams as SchedulerParams
+    from tracediff.scenario.profiles import Profile as Profile
+    from tracediff.scenario.profiles import load_profile as load_profile
+    from tracediff.scenario.strategies import request_specs as request_specs
+    from tracediff.scenario.strategies import scenarios as scenario_strategy
+    from tracediff.scenario.strategies import scheduler_params as scheduler_params
+
+_EXPORTS = {
+    "ComparisonResult": "tracediff.api",
+    "ScenarioComparison": "tracediff.api",
+    "compare_implementations": "tracediff.api",
+    "explanation_text": "tracediff.api",
+    "scenarios_of": "tracediff.api",
+    "Divergence": "tracediff.compare.model",
+    "FieldChange": "tracediff.compare.model",
+    "TracediffError": "tracediff.errors",
+    "Config": "tracediff.config",
+    "load_config": "tracediff.config",
+    "generate": "tracediff.scenario.generator",
+    "RequestSpec": "tracediff.scenario.model",
+    "Scenario": "tracediff.scenario.model",
+    "SchedulerParams": "tracediff.scenario.model",
+    "Profile": "tracediff.scenario.profiles",
+    "load_profile": "tracediff.scenario.profiles",
+    "request_specs": "tracediff.scenario.strategies",
+    "scheduler_params": "tracediff.scenario.strategies",
+    "scenario_strategy": "tracediff.scenario.strategies:scenarios",
+}
+
+__all__ = [
+    "__version__",
+    "ComparisonResult",
+    "Config",
+    "Divergence",
+    "FieldChange",
+    "Profile",
+    "RequestSpec",
+    "Scenario",
+    "ScenarioComparison",
+    "SchedulerParams",
+    "TracediffError",
+    "compare_implementations",
+    "explanation_text",
+    "generate",
+    "load_config",
+    "load_profile",
+    "request_specs",
+    "scenario_strategy",
+    "scenarios_of",
+    "scheduler_params",
+]
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'tracediff' has no attribute {name!r}")
+    import importlib
+
+    module, _, attr = target.partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
+    globals()[name] = value
+    return value

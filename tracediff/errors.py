@@ -84,3 +84,7 @@ class SchedulerFault(TracediffError):
     """An implementation raised, returned a malformed plan or hung: reported as a finding."""
 
     exit_code = 1
+
+
+class ConfigError(TracediffError):
+    """A ``[tool.tracediff]`` table that is malformed or names a path that does not exist."""

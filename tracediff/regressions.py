@@ -16,7 +16,15 @@ from tracediff.errors import ScenarioError, TraceFormatError, UsageError
 from tracediff.scenario.model import Scenario
 
 DEFAULT_DIR = "scenarios/regressions"
+# A corpus scenario is run under the profile name "regression:<profile>", so that a report
+# never mistakes it for the profile's seed of the same number.
+REGRESSION_PREFIX = "regression:"
 MAX_BYTES = 64 * 1024 * 1024  # a scenario is a few kB; anything this big is not one
+
+
+def corpus_files(directory: str | Path) -> list[Path]:
+    """The scenario files of a corpus, in the order :func:`load_corpus` reads them."""
+    return sorted(Path(directory).glob("*.json"))
 
 
 def load_corpus(directory: str | Path, *, missing_ok: bool = False) -> list[Scenario]:
@@ -29,7 +37,7 @@ def load_corpus(directory: str | Path, *, missing_ok: bool = False) -> list[Scen
             f"regression corpus {root} is not a directory; pass --regressions DIR "
             "(a directory of scenario .json files)"
         )
-    return [load_scenario(path) for path in sorted(root.glob("*.json"))]
+    return [load_scenario(path) for path in corpus_files(root)]
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -15,6 +15,7 @@ from tracediff.cli import (  # noqa: F401
     gate,
     golden,
     impls,
+    init,
     live,
     replay,
     run,

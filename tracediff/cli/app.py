@@ -10,9 +10,12 @@ are one line too.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -31,13 +34,51 @@ def exit_interrupted(signum: int) -> int:
     return 128 + int(signum)
 
 
+WIDE = 200  # columns when the output is not a terminal: a log or a file keeps whole lines
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # Rich exits with status 1 here. The reader went away, which is no failure of the
+        # command: stop writing to the pipe and let the command finish (write its files) and
+        # exit with its own status.
+        self.quiet = True
+        silence_stdout()
+
+
 def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    console = _Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Rich assumes 80 columns off a terminal; a CI log would get paths cut in half.
+        console.width = WIDE
+    return console
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     click.echo(f"tracediff: error: {message}", err=True)
     sys.exit(code)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null: its reader went away (``tracediff show --jsonl | head``),
+    and Python's final flush must not fail loudly on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (a test runner's buffer): nothing to silence
+
+
+@contextlib.contextmanager
+def quiet_broken_pipe(code: int) -> Iterator[None]:
+    """Output in the block may meet a closed pipe: then stop writing and exit with ``code``
+    (what the command had already decided), quietly."""
+    try:
+        yield
+    except BrokenPipeError:
+        silence_stdout()
+        sys.exit(code)
 
 
 def _one_line(text: str) -> str:
@@ -103,6 +144,10 @@ class TracediffGroup(_HelpGroup):
             if debug:
                 raise
             _fail("interrupted", exit_interrupted(signal.SIGINT))
+        except BrokenPipeError:
+            # The reader of our output went away (| head): not an error of the command.
+            silence_stdout()
+            sys.exit(EXIT_OK)
         except OSError as exc:
             if debug:
                 raise
@@ -137,7 +182,12 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 # -- shared option handling -------------------------------------------------------------------
 def _impl_specs(values: Sequence[str], check: bool, default: Sequence[str]) -> tuple[ImplSpec, ...]:
-    chosen = list(values) or list(default)
+    """The ``--impl`` values as specs, loaded once to fail fast. Without any, a command that
+    compares (a ``default`` of two or more) takes the project's configured ``impls``."""
+    from tracediff.cli.settings import project
+
+    configured = project().impls if len(default) > 1 else ()
+    chosen = list(values) or list(configured) or list(default)
     specs = tuple(parse_impl(v, check=check) for v in chosen)
     for spec in specs:
         load(spec)  # fail fast, with exit 2, before any worker starts
@@ -172,10 +222,11 @@ def _equivalence(mode: str, ulps: int | None) -> Any:
 
 
 def _scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
+    from tracediff.cli.settings import profile as default_profile
     from tracediff.scenario.generator import generate
     from tracediff.scenario.profiles import load_profile, parse_seeds
 
-    profile = load_profile(profile_name or "quick")
+    profile = load_profile(default_profile(profile_name))
     seeds = parse_seeds(seeds_text) if seeds_text is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -234,8 +285,10 @@ def _executor_spec(text: str) -> Any:
 
 
 def _jobs(value: int | None) -> int:
+    from tracediff.cli.settings import jobs
     from tracediff.runner import default_jobs
 
+    value = jobs(value)
     if value is None:
         return default_jobs()
     if value < 1:

@@ -27,15 +27,17 @@ REPORT_NAME = "report.json"
 
 
 @main.group(invoke_without_command=True)
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option("--profile", "profile_name", default=None,
+              help="Seed-set profile (default: the configured profile, else quick).")  # fmt: skip
 @click.option("--seeds", default=None, help="Seed range: 0..999999 (default: the profile's).")
-@click.option("--impl", "impls", multiple=True, help="Implementation (repeat; default "
-              "reference, optimized).")  # fmt: skip
+@click.option("--impl", "impls", multiple=True, help="Implementation (repeat; default: the "
+              "configured impls, else reference, optimized).")  # fmt: skip
 @click.option("--check", is_flag=True, help="Run optimized in check mode.")
 @click.option("-j", "--jobs", type=int, default=None, help="Local worker processes.")
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="The campaign directory: its store, report.json. Rerun to resume.")  # fmt: skip
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
+@click.option("--timeout", "timeout_s", type=float, default=None,
+              help="Per-scenario limit (s; default: the configured one, else none).")  # fmt: skip
 @click.option("--memory-limit", "memory_limit_mb", type=int, default=None, metavar="MB",
               help="Address-space limit of each worker process.")  # fmt: skip
 @click.option("--max-failures", type=int, default=None, metavar="N",
@@ -50,7 +52,7 @@ REPORT_NAME = "report.json"
 @click.pass_context
 def campaign(
     ctx: click.Context,
-    profile_name: str,
+    profile_name: str | None,
     seeds: str | None,
     impls: tuple[str, ...],
     check: bool,
@@ -74,6 +76,7 @@ def campaign(
     if ctx.invoked_subcommand is not None:
         return
     from tracediff.campaign.run import CampaignOptions, run_campaign
+    from tracediff.cli import settings
     from tracediff.cli.run import check_flags
     from tracediff.executor import open_executor
     from tracediff.scenario.profiles import load_profile, parse_seeds
@@ -84,6 +87,8 @@ def campaign(
         raise UsageError(f"--max-failures must be at least 1, got {max_failures}")
     if context < 0:
         raise UsageError(f"--context must be 0 or more, got {context}")
+    profile_name = settings.profile(profile_name)
+    timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
     if coverage_mode:
         _coverage_campaign(

@@ -20,7 +20,12 @@ from tracediff.errors import UsageError
 
 
 @main.command()
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
 @click.option(
     "--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7, 0..9,20."
 )
@@ -33,12 +38,14 @@ from tracediff.errors import UsageError
     help="Also write the report as JSON to this file (per feature and per scenario).",
 )
 @executor_option
+@click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def coverage(
-    profile_name: str,
+    profile_name: str | None,
     seeds: str | None,
     jobs: int | None,
     json_path: str | None,
     executor_text: str,
+    no_progress: bool,
 ) -> None:
     """Per scheduler feature, how many scenarios and plans of a profile exercised it.
 
@@ -47,12 +54,14 @@ def coverage(
     measured (the reference failed on it), 0 otherwise; the round-size rows marked (info)
     are reported but do not decide the exit code.
     """
+    from tracediff.cli.heartbeat import Counter, heartbeat
+    from tracediff.cli.settings import profile as default_profile
     from tracediff.coverage import coverage as measure
     from tracediff.coverage import coverage_to_dict
     from tracediff.report.coverage import coverage_renderable
     from tracediff.scenario.profiles import load_profile, parse_seeds
 
-    profile = load_profile(profile_name)
+    profile = load_profile(default_profile(profile_name))
     chosen = parse_seeds(seeds) if seeds else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -61,7 +70,10 @@ def coverage(
     from tracediff.executor import open_executor
 
     spec = _executor_spec(executor_text)
-    with open_executor(spec, jobs=_jobs(jobs)) as executor:
+    with (
+        heartbeat(Counter("coverage"), enabled=not no_progress),
+        open_executor(spec, jobs=_jobs(jobs)) as executor,
+    ):
         report = measure(profile, chosen, executor=executor)
     _console().print(coverage_renderable(report))
     for seed, why in report.failures[:20]:

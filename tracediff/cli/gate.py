@@ -1,29 +1,27 @@
 """``tracediff gate``: the CI entry point, one command with exit code 0/1/2.
 
-Steps, in order: the regression corpus (scenarios that once diverged, replayed first, so a
-known bug that comes back fails fast and by name), the golden digests of the profile (a
-hook ``tracediff golden`` fills in), then the profile itself. Every finding is explained
-(kind, field, signature), the diverging traces are kept under ``--artifacts``, and the
+Steps (tracediff.gate runs them): the regression corpus (scenarios that once diverged,
+replayed first, so a known bug that comes back fails fast and by name), the profile in
+lockstep, and the profile's golden digests, checked against the digests of that same run
+(the reference runs once). Each scenario is one finding at most, explained, with the
+command that reproduces it; the diverging traces are kept under ``--artifacts``, and the
 reports CI shows are written: JUnit XML, Markdown (also appended to
-``$GITHUB_STEP_SUMMARY`` when set), HTML, and the JSON report that ``tracediff diff --load``
-reads back.
+``$GITHUB_STEP_SUMMARY`` when set), HTML, the JSON report that ``tracediff diff --load``
+reads back, and, under GitHub Actions, one ``::error`` annotation per finding.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
+    EXIT_USAGE,
     _console,
     _equivalence,
     _executor_spec,
@@ -35,83 +33,86 @@ from tracediff.cli.app import (
     executor_option,
     exit_interrupted,
     main,
+    quiet_broken_pipe,
 )
-from tracediff.compare.equivalence import Equivalence
-from tracediff.compare.model import (
-    DEFAULT_CONTEXT,
-    DIVERGED,
-    EMPTY,
-    ERROR,
-    FAILED,
-    NOT_CONFIGURED,
-    PASSED,
-    DiffReport,
-    ScenarioOutcome,
-    StepOutcome,
-)
+from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport, ScenarioOutcome
 from tracediff.errors import UsageError
-from tracediff.impls import ImplSpec
-from tracediff.regressions import DEFAULT_DIR
-from tracediff.report.describe import plural
-from tracediff.scenario.model import Scenario
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+ACTIONS_ENV = "GITHUB_ACTIONS"
 REPORT_NAME = "report.json"  # written into --artifacts when there are findings
+MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
 
 
 @main.command()
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
 @click.option("--seeds", default=None, help="Seeds instead of the profile's: 0..71, 3,7.")
 @click.option(
     "--impl",
     "impls",
     multiple=True,
-    help="Implementation (built-in name or package.module:attr); repeat. Default: reference, "
-    "optimized.",
+    help="Implementation (built-in name or package.module:attr); repeat. The first is the "
+    "baseline. Default: the configured impls, else reference and optimized.",
 )
 @click.option("--check", is_flag=True, help="Run optimized in check mode.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option(
     "--regressions",
     "regressions_dir",
-    default=DEFAULT_DIR,
-    show_default=True,
+    default=None,
     envvar="TRACEDIFF_REGRESSIONS",
+    metavar="DIR",
     type=click.Path(file_okay=False),
-    help="The regression corpus: a directory of scenario .json files, replayed first.",
+    help="The regression corpus: a directory of scenario .json files, replayed first. "
+    "Default: the configured corpus, else the built-in one.",
 )
 @click.option(
-    "--golden",
+    "--golden-dir",
     "golden_dir",
-    default="golden",
-    show_default=True,
+    default=None,
+    metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Where the golden digests live.",
+    help="Where the golden manifests live. Default: the configured directory, else the "
+    "built-in one.",
 )
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="JUnit XML here.")
+@click.option(
+    "--golden", "golden_alias", default=None, hidden=True, help="Old name of --golden-dir."
+)
+@click.option(
+    "--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here."
+)
 @click.option(
     "--markdown",
     "markdown_path",
     type=click.Path(dir_okay=False),
     help=f"Markdown summary here (also appended to ${STEP_SUMMARY_ENV} when it is set).",
 )
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="HTML report here.")
+@click.option(
+    "--html", "html_path", type=click.Path(dir_okay=False), help="Write the HTML report here."
+)
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="JSON report here (diff --load)."
 )
 @click.option(
     "--artifacts",
-    default="artifacts",
-    show_default=True,
+    default=None,
+    metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Diverging traces and report.json are kept here (only when there are findings).",
+    help="Diverging traces and report.json are kept here, only when there are findings "
+    "(default: $TRACEDIFF_ARTIFACTS, the configured directory, else ./artifacts).",
 )
 @click.option(
     "--timeout",
     "timeout_s",
     type=float,
     default=None,
-    help="Per-scenario time limit in seconds; a scenario over it is a finding.",
+    help="Per-scenario time limit in seconds; a scenario over it is a finding (default: the "
+    "configured timeout, else none).",
 )
 @click.option(
     "--context",
@@ -123,36 +124,46 @@ REPORT_NAME = "report.json"  # written into --artifacts when there are findings
 @click.option("--fail-fast", is_flag=True, help="Stop after the first step with findings.")
 @executor_option
 @equivalence_options
+@click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def gate(
-    profile_name: str,
+    profile_name: str | None,
     seeds: str | None,
     impls: tuple[str, ...],
     check: bool,
     jobs: int | None,
-    regressions_dir: str,
-    golden_dir: str,
+    regressions_dir: str | None,
+    golden_dir: str | None,
+    golden_alias: str | None,
     junit_path: str | None,
     markdown_path: str | None,
     html_path: str | None,
     json_path: str | None,
-    artifacts: str,
+    artifacts: str | None,
     timeout_s: float | None,
     context: int,
     fail_fast: bool,
     executor_text: str,
     equivalence: str,
     ulps: int | None,
+    no_progress: bool,
 ) -> None:
-    """The CI gate: regressions, golden digests, then the profile. Exit 0 all good,
-    1 findings, 2 bad input."""
-    from tracediff.regressions import load_corpus
+    """The CI gate: the regression corpus, then the profile and its golden digests (from
+    one run). Exit 0 all good, 1 findings (each scenario counted once), 2 bad input or
+    nothing to check."""
+    from tracediff.cli import settings
+    from tracediff.gate import GateOptions, run_gate
+    from tracediff.regressions import corpus_files
 
     if context < 0:
         raise UsageError(f"--context must be 0 or more, got {context}")
+    timeout_s = settings.timeout(timeout_s)
     if timeout_s is not None and not timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {timeout_s}")
     compare_as = _equivalence(equivalence, ulps)
-    specs = _impl_specs(impls, check, ("reference", "optimized"))
+    if golden_dir is not None and golden_alias is not None:
+        raise UsageError("give --golden-dir once (--golden is its old name)")
+    golden_given = golden_dir if golden_dir is not None else golden_alias
+    specs = _impl_specs(impls, check, settings.DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     job_count = _jobs(jobs)
@@ -164,198 +175,110 @@ def gate(
         (json_path, "--json"),
     ):
         check_output_file(path, flag)
-    if Path(artifacts).exists() and not Path(artifacts).is_dir():
-        raise UsageError(f"--artifacts {artifacts} exists and is not a directory")
-    corpus = load_corpus(regressions_dir, missing_ok=regressions_dir == DEFAULT_DIR)
-    scenarios = _scenarios(profile_name, seeds)
-
-    started = time.perf_counter()
-    steps: list[StepOutcome] = []
-    outcomes: list[ScenarioOutcome] = []
-    plan = [
-        ("regressions", corpus, "regressions"),
-        ("golden", [], "golden"),
-        (f"profile {profile_name}", scenarios, profile_name),
-    ]
-    interrupted: int | None = None
+    artifacts_dir = settings.artifacts(artifacts) or "artifacts"
+    if Path(artifacts_dir).exists() and not Path(artifacts_dir).is_dir():
+        raise UsageError(f"--artifacts {artifacts_dir} exists and is not a directory")
+    corpus_dir = settings.read_dir(regressions_dir, "regressions", "--regressions")
+    golden_path = settings.read_dir(golden_given, "golden", "--golden-dir")
+    profile = settings.profile(profile_name)
+    scenarios = _scenarios(profile, seeds)
+    options = GateOptions(
+        profile=scenarios[0].profile if scenarios else profile,
+        scenarios=tuple(scenarios),
+        impls=specs,
+        seeds_given=seeds is not None,
+        corpus=tuple(corpus_files(corpus_dir)) if corpus_dir is not None else (),
+        corpus_dir=corpus_dir,
+        golden_dir=golden_path,
+        jobs=job_count,
+        artifacts=artifacts_dir,
+        timeout_s=timeout_s,
+        context=context,
+        fail_fast=fail_fast,
+        golden_flag=f"--golden-dir {golden_given}" if golden_given else None,
+        equivalence=compare_as,
+    )
+    from tracediff.cli.heartbeat import Counter, heartbeat
     from tracediff.executor import open_executor
 
-    with open_executor(executor_spec, jobs=job_count) as executor:
-        for name, step_scenarios, suite in plan:
-            if name == "golden":
-                step, found = golden_step(
-                    profile_name,
-                    specs,
-                    golden_dir,
-                    job_count,
-                    artifacts,
-                    seeds=[s.seed for s in scenarios] if seeds else None,
-                    executor=executor,
-                    timeout_s=timeout_s,
-                    equivalence=compare_as,
-                )
-            elif not step_scenarios:
-                step, found = StepOutcome(name, EMPTY, f"no scenarios in {regressions_dir}"), []
-            else:
-                count = plural(len(step_scenarios), "scenario")
-                click.echo(f"gate: {name}: {count} ...", err=True)
-                step, found, interrupted = _run_step(
-                    name,
-                    suite,
-                    step_scenarios,
-                    specs,
-                    jobs=job_count,
-                    artifacts=os.path.join(artifacts, _safe(suite)),
-                    timeout_s=timeout_s,
-                    context=context,
-                    executor=executor,
-                    equivalence=compare_as,
-                )
-            steps.append(step)
-            outcomes.extend(found)
-            click.echo(f"gate: {step.name}: {step.status}: {step.detail}", err=True)
-            if interrupted is not None or (fail_fast and step.status == FAILED):
-                break
-    report = DiffReport(
-        title=f"tracediff gate --profile {profile_name}",
-        impls=tuple(spec.name for spec in specs),
-        outcomes=tuple(outcomes),
-        steps=tuple(steps),
-        wall_seconds=time.perf_counter() - started,
-        notes=(
-            *(("interrupted: not every step ran",) if interrupted is not None else ()),
-            *((f"compared as {compare_as.label}",) if compare_as.tolerant else ()),
-        ),
-    )
-    from tracediff.report.terminal import report_renderable
+    total = len(options.corpus) + len(options.scenarios)
+    with (
+        heartbeat(Counter("gate", total=total), enabled=not no_progress) as counter,
+        open_executor(executor_spec, jobs=job_count) as executor,
+    ):
 
-    _console().print(report_renderable(report))
-    _write_reports(report, junit_path, markdown_path, html_path, json_path, artifacts)
-    if interrupted is not None:
-        sys.exit(exit_interrupted(interrupted))
-    sys.exit(EXIT_OK if report.ok else EXIT_FINDING)
+        def count(result: object) -> None:
+            counter.done += 1
+            counter.findings += getattr(result, "status", "identical") != "identical"
 
+        def progress(line: str) -> None:
+            click.echo(f"gate: {line}", err=True)
 
-def golden_step(
-    profile: str,
-    specs: Sequence[ImplSpec],
-    golden_dir: str,
-    jobs: int,
-    artifacts: str,
-    seeds: Sequence[int] | None = None,
-    executor: Any = None,
-    timeout_s: float | None = None,
-    equivalence: Equivalence | None = None,
-) -> tuple[StepOutcome, list[ScenarioOutcome]]:
-    """The golden-digest step: every implementation must reproduce the accepted digests.
-
-    ``golden/<profile>.json`` holds the reference's body digests as last accepted. An
-    implementation matching them decides exactly as that reference did, so this step
-    catches an unintended change of the reference itself as well as of the optimized one.
-    A profile without a manifest is reported as "not configured" and does not fail the gate.
-    With ``seeds`` (the gate's ``--seeds``) only those seeds are checked.
-    """
-    from tracediff.golden import DIGEST, gate_step
-
-    found: list[ScenarioOutcome] = []
-    details = []
-    for spec in specs:
-        outcome = gate_step(
-            profile,
-            spec,
-            jobs,
-            os.path.join(artifacts, "golden"),
-            golden_dir=golden_dir,
-            seeds=seeds,
-            executor=executor,
-            timeout_s=timeout_s,
-            equivalence=equivalence,
-        )
-        if outcome.skipped:
-            return StepOutcome("golden", NOT_CONFIGURED, outcome.message), []
-        details.append(outcome.summary())
-        for mismatch in outcome.mismatches:
-            found.append(
-                ScenarioOutcome(
-                    suite="golden",
-                    profile=outcome.profile,
-                    seed=mismatch.seed,
-                    features=mismatch.explanation or mismatch.kind,
-                    status=DIVERGED if mismatch.kind == DIGEST else ERROR,
-                    plans=mismatch.actual.plans if mismatch.actual else 0,
-                )
-            )
-    return StepOutcome("golden", FAILED if found else PASSED, "; ".join(details)), found
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-
-
-def _run_step(
-    name: str,
-    suite: str,
-    scenarios: Sequence[Scenario],
-    specs: Sequence[ImplSpec],
-    *,
-    jobs: int,
-    artifacts: str,
-    timeout_s: float | None,
-    context: int,
-    executor: Any = None,
-    equivalence: Equivalence | None = None,
-) -> tuple[StepOutcome, list[ScenarioOutcome], int | None]:
-    """Run one step's scenarios, explain its findings; (step, outcomes, stop signal)."""
-    from tracediff.compare.explain import explain_results
-    from tracediff.runner import IDENTICAL, RunOptions, run_scenarios
-
-    options = RunOptions(
-        impls=tuple(specs),
-        jobs=jobs,
-        artifacts=artifacts,
-        timeout_s=timeout_s,
-        equivalence=equivalence or Equivalence(),
-    )
-    summary = run_scenarios(scenarios, options, executor=executor)
-    outcomes = explain_results(
-        scenarios,
-        summary.results,
-        specs,
-        suite=suite,
-        context=context,
-        jobs=jobs,
-        executor=executor,
-        timeout_s=timeout_s,
-        deadline_s=options.kill_after_s,
-    )
-    findings = [r for r in summary.results if r.status != IDENTICAL]
-    explained = [o.divergence for o in outcomes if o.divergence is not None]
-    count = len(summary.results)
-    if findings:
-        kinds: dict[str, int] = {}
-        for d in explained:
-            kinds[d.kind] = kinds.get(d.kind, 0) + 1
-        detail = f"{len(findings)} of {count} scenarios: " + ", ".join(
-            f"{n} {kind}" for kind, n in sorted(kinds.items())
-        )
-        step = StepOutcome(name, FAILED, detail)
-    elif summary.within_ulps:
-        tolerated = summary.within_ulps
-        floats = sum(r.floats_within for r in tolerated)
-        detail = (
-            f"{count} scenarios equal under {summary.equivalence.label}: {len(tolerated)} of "
-            f"them differ in {floats:,} floats by at most {summary.max_ulps} ULPs; "
-            f"{summary.plans:,} plans"
-        )
-        step = StepOutcome(name, PASSED, detail)
+        result = run_gate(options, progress, count, executor=executor)
+    report = result.report
+    # Files first: a reader that closes stdout early (gate | head) must not cost the reports.
+    _write_reports(report, junit_path, markdown_path, html_path, json_path, artifacts_dir)
+    nothing = not report.outcomes and result.interrupted is None
+    if result.interrupted is not None:
+        code = exit_interrupted(result.interrupted)
+    elif nothing:
+        code = EXIT_USAGE
     else:
-        identical = "identical (no float differed)" if summary.equivalence.tolerant else "identical"
-        step = StepOutcome(name, PASSED, f"{count} scenarios {identical}, {summary.plans:,} plans")
-    if summary.interrupted:
-        step = StepOutcome(name, FAILED, f"interrupted after {count} of {len(scenarios)}")
-        signum = getattr(summary, "interrupt_signal", None) or signal.SIGINT
-        return step, outcomes, int(signum)
-    return step, outcomes, None
+        code = EXIT_OK if report.ok else EXIT_FINDING
+    with quiet_broken_pipe(code):
+        from tracediff.report.terminal import report_renderable
+
+        if os.environ.get(ACTIONS_ENV) == "true":
+            for line in github_annotations(report):
+                click.echo(line)
+        _console().print(report_renderable(report))
+        if nothing:
+            click.echo(
+                "gate: nothing to check: no regression scenarios and no profile scenarios "
+                "ran; configure [tool.tracediff] (tracediff init) or pass --profile/--seeds",
+                err=True,
+            )
+    sys.exit(code)
+
+
+def _escape(text: str, *, prop: bool = False) -> str:
+    """GitHub's workflow-command escaping (properties also escape ':' and ',')."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def github_annotations(report: DiffReport) -> list[str]:
+    """One ``::error`` workflow command per finding (GitHub Actions shows them on the run)."""
+    lines = []
+    findings = report.findings
+    for outcome in findings[:MAX_ANNOTATIONS]:
+        title = f"tracediff {outcome.suite}: {outcome.label} {_kind(outcome)}"
+        message = _annotation_text(outcome)
+        lines.append(f"::error title={_escape(title, prop=True)}::{_escape(message)}")
+    if len(findings) > MAX_ANNOTATIONS:
+        more = len(findings) - MAX_ANNOTATIONS
+        lines.append(f"::error title=tracediff::{more} more findings in the reports")
+    return lines
+
+
+def _kind(outcome: ScenarioOutcome) -> str:
+    return outcome.divergence.kind if outcome.divergence is not None else outcome.status
+
+
+def _annotation_text(outcome: ScenarioOutcome) -> str:
+    from tracediff.report import describe
+
+    d = outcome.divergence
+    parts = []
+    if d is not None:
+        parts.append(f"{d.signature} at {d.location} ({describe.where(d)})")
+    if outcome.explanation:
+        parts.append(outcome.explanation)
+    if outcome.reproduce:
+        parts.append(f"reproduce: {outcome.reproduce}")
+    return "\n".join(parts) or outcome.status
 
 
 def _write_reports(

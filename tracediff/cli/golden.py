@@ -28,6 +28,7 @@ from tracediff.cli.app import (
     main,
 )
 from tracediff.errors import UsageError
+from tracediff.report.describe import plural
 
 
 def _text_console(stderr: bool = False) -> Console:
@@ -68,11 +69,27 @@ def _profile_size(profile_name: str) -> int:
 
 golden_dir_option = click.option(
     "--golden-dir",
-    default="golden",
-    show_default=True,
+    default=None,
+    metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Directory of the golden manifests and traces.",
+    help="Directory of the golden manifests and traces (default: the configured one; check "
+    "falls back to the built-in digests, update writes ./golden).",
 )
+
+
+def _golden_dir(given: str | None, *, read: bool) -> str:
+    """The golden directory: ``check`` reads the given, configured or built-in one (a
+    missing given or configured one is exit 2); the others write the given or configured
+    one, else ./golden."""
+    from tracediff.cli import settings
+
+    if read:
+        found = settings.read_dir(given, "golden", "--golden-dir")
+        if found is not None:
+            return str(found)
+    return str(settings.write_dir(given, "golden"))
+
+
 artifacts_option = click.option(
     "--artifacts",
     default=None,
@@ -87,7 +104,13 @@ def golden() -> None:
 
 
 @golden.command("check")
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
+@click.option("--seeds", default=None, help="Check only these seeds of the profile: 0..71, 3,7.")
 @click.option(
     "--impl",
     "impl",
@@ -100,12 +123,19 @@ def golden() -> None:
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
 @golden_dir_option
 @artifacts_option
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the outcome as JSON to this file.",
+)
 @executor_option
 @equivalence_options
-@click.option("--no-progress", is_flag=True)
+@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def check_command(
-    profile_name: str,
+    profile_name: str | None,
+    seeds: str | None,
     impl: str,
     check_mode: bool,
     jobs: int | None,
@@ -123,23 +153,29 @@ def check_command(
     Exit 0 when every digest matches, 1 on a mismatch (each explained by a re-run against
     the reference), 2 when there is no manifest or on bad input.
     """
+    from tracediff.cli import settings
     from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
+    from tracediff.scenario.profiles import parse_seeds
 
     compare_as = _equivalence(equivalence, ulps)
     (spec,) = _impl_specs((impl,), check_mode, ("reference",))
+    profile_name = settings.profile(profile_name)
+    chosen = parse_seeds(seeds) if seeds is not None else None
+    size = len(chosen) if chosen is not None else _profile_size(profile_name)
     executor_spec = _executor_spec(executor_text)
     with (
-        _bar(not no_progress, _profile_size(profile_name), "golden check") as advance,
+        _bar(not no_progress, size, "golden check") as advance,
         open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
     ):
         outcome = check(
             profile_name,
             spec,
-            golden_dir=golden_dir,
-            timeout_s=timeout_s,
+            golden_dir=_golden_dir(golden_dir, read=True),
+            timeout_s=settings.timeout(timeout_s),
             artifacts=artifacts,
             on_result=advance,
+            seeds=chosen,
             executor=executor,
             equivalence=compare_as,
         )
@@ -167,17 +203,24 @@ def check_command(
     console.print(table)
     if outcome.artifacts:
         folders = sorted({str(Path(a).parent) for a in outcome.artifacts})
-        console.print(f"kept {len(outcome.artifacts)} files in {', '.join(folders)}", markup=False)
+        console.print(
+            f"kept {plural(len(outcome.artifacts), 'file')} in {', '.join(folders)}", markup=False
+        )
     console.print(
         f"MISMATCH: {spec.name} differs from {outcome.manifest} on "
-        f"{len(outcome.mismatches)} scenarios",
+        f"{plural(len(outcome.mismatches), 'scenario')}",
         style="bold red",
     )
     sys.exit(EXIT_FINDING)
 
 
 @golden.command("update")
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
 @click.option(
     "--impl",
     "impl",
@@ -189,21 +232,24 @@ def check_command(
 @golden_dir_option
 @artifacts_option
 @executor_option
-@click.option("--no-progress", is_flag=True)
+@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def update_command(
-    profile_name: str,
+    profile_name: str | None,
     impl: str,
     jobs: int | None,
-    golden_dir: str,
+    golden_dir: str | None,
     artifacts: str | None,
     executor_text: str,
     no_progress: bool,
 ) -> None:
     """Write pending golden files (<profile>.json.new, traces/*.trace.new) when anything
     changed; accepted files are never overwritten (review, then accept or reject)."""
+    from tracediff.cli import settings
     from tracediff.executor import open_executor
     from tracediff.golden import in_ci, update
 
+    profile_name = settings.profile(profile_name)
+    golden_dir = _golden_dir(golden_dir, read=False)
     executor_spec = _executor_spec(executor_text)
     with (
         _bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
@@ -224,7 +270,8 @@ def update_command(
                 f"  seed {failure.seed}: {failure.status}: {failure.message}", markup=False
             )
         console.print(
-            f"golden update failed: {impl} failed on {len(outcome.failures)} scenarios of "
+            f"golden update failed: {impl} failed on "
+            f"{plural(len(outcome.failures), 'scenario')} of "
             f"{outcome.profile}; nothing written",
             style="bold red",
         )
@@ -254,7 +301,7 @@ def _change_renderable(change: Any) -> Any:
     table.add_column("what")
     table.add_column("seeds")
     if change.current is None:
-        table.add_row("new manifest", f"{len(change.added)} seeds")
+        table.add_row("new manifest", plural(len(change.added), "seed"))
     else:
         table.add_row("added", _seeds(change.added))
         table.add_row("removed", _seeds(change.removed))
@@ -299,9 +346,10 @@ def _seeds(seeds: tuple[int, ...]) -> str:
 @artifacts_option
 @click.option("--json", "as_json", is_flag=True, help="The changes as JSON.")
 def review_command(
-    profile_name: str | None, golden_dir: str, artifacts: str | None, as_json: bool
+    profile_name: str | None, golden_dir: str | None, artifacts: str | None, as_json: bool
 ) -> None:
     """Show what the pending golden files change: seeds added, removed, digests changed."""
+    golden_dir = _golden_dir(golden_dir, read=False)
     from tracediff.golden import review
 
     changes = review(profile_name, golden_dir=golden_dir, artifacts=artifacts)
@@ -321,13 +369,15 @@ def review_command(
 @golden.command("accept")
 @click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
 @golden_dir_option
-def accept_command(profile_name: str | None, golden_dir: str) -> None:
+def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
     """Move the pending golden files into place (refused with CI=true)."""
+    golden_dir = _golden_dir(golden_dir, read=False)
     from tracediff.golden import accept
 
     for resolution in accept(profile_name, golden_dir=golden_dir):
         _text_console().print(
-            f"accepted golden {resolution.profile}: {len(resolution.moved)} files in place"
+            f"accepted golden {resolution.profile}: "
+            f"{plural(len(resolution.moved), 'file')} in place"
             + (f", {len(resolution.removed)} old traces removed" if resolution.removed else ""),
             markup=False,
         )
@@ -337,8 +387,9 @@ def accept_command(profile_name: str | None, golden_dir: str) -> None:
 @click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
 @golden_dir_option
 @artifacts_option
-def reject_command(profile_name: str | None, golden_dir: str, artifacts: str | None) -> None:
+def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: str | None) -> None:
     """Delete the pending golden files."""
+    golden_dir = _golden_dir(golden_dir, read=False)
     from tracediff.golden import reject
 
     for resolution in reject(profile_name, golden_dir=golden_dir, artifacts=artifacts):
@@ -362,9 +413,15 @@ def reject_command(profile_name: str | None, golden_dir: str, artifacts: str | N
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the result as JSON to this file.",
+)
 @executor_option
-@click.option("--no-progress", is_flag=True)
+@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def selfcheck(
     profile_name: str | None,
     seeds: str | None,

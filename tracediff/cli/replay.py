@@ -11,6 +11,7 @@ from rich.console import Console
 
 from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
 from tracediff.errors import UsageError
+from tracediff.report.describe import plural
 
 
 def _text_console(stderr: bool = False) -> Console:
@@ -81,7 +82,8 @@ def replay(
     result = run_replay(trace, spec, until=until, want_state=want_state)
     if result.status == MATCH and until is not None and not result.stopped:
         raise UsageError(
-            f"{trace} has no plan {until} (it has {result.plans} plans); pass a smaller --until"
+            f"{trace} has no plan {until} (it has {plural(result.plans, 'plan')}); "
+            "pass a smaller --until"
         )
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=1) + "\n")

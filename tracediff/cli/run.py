@@ -43,6 +43,7 @@ from tracediff.cli.app import (
 )
 from tracediff.errors import UsageError
 from tracediff.impls import CHECKED
+from tracediff.report.describe import plural
 from tracediff.runner import (
     DIVERGED,
     ERROR,
@@ -56,7 +57,13 @@ from tracediff.runner import (
 
 # -- run ------------------------------------------------------------------------------------
 @main.command()
-@click.option("--profile", "profile_name", default=None, help="Seed-set profile (default quick).")
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile: a built-in name, a configured one, or a .toml path (default: the "
+    "configured profile, else quick).",
+)
 @click.option(
     "--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7, 0..9,20."
 )
@@ -120,11 +127,21 @@ from tracediff.runner import (
 @click.option(
     "--regressions",
     "regressions_dir",
-    default="scenarios/regressions",
-    show_default=True,
+    default=None,
     envvar="TRACEDIFF_REGRESSIONS",
+    metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Saved regression scenarios, replayed before the seed set (see tracediff shrink).",
+    help="The regression corpus (scenario .json files, see tracediff shrink --save), replayed "
+    "before the seed set. Default: the configured corpus, else the built-in one.",
+)
+@click.option(
+    "--scenario",
+    "scenario_files",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Run this scenario .json file (e.g. one of the regression corpus) instead of a seed "
+    "set; repeat for more.",
 )
 @click.option("--no-regressions", is_flag=True, help="Do not replay the regression corpus.")
 @click.option(
@@ -136,7 +153,11 @@ from tracediff.runner import (
 )
 @executor_option
 @equivalence_options
-@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
+@click.option(
+    "--no-progress",
+    is_flag=True,
+    help="No progress bar on a terminal, and no periodic progress line in a log.",
+)
 def run(
     profile_name: str | None,
     seeds: str | None,
@@ -149,7 +170,8 @@ def run(
     resume_dir: str | None,
     json_path: str | None,
     explain_k: int,
-    regressions_dir: str,
+    regressions_dir: str | None,
+    scenario_files: tuple[str, ...],
     no_regressions: bool,
     self_check_flag: bool,
     executor_text: str,
@@ -162,6 +184,9 @@ def run(
     Exit 0 all identical, 1 findings, 2 bad input; 130/143 when Ctrl-C/SIGTERM stopped it
     (the summary of what finished is printed, and kept in the --resume journal).
     """
+    from tracediff.cli import settings
+
+    timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
     compare_as = _equivalence(equivalence, ulps)
     if explain_k < 0:
@@ -181,13 +206,25 @@ def run(
     check_output_dir(artifacts, "--artifacts")
     check_output_dir(resume_dir, "--resume")
     check_output_file(json_path, "--json")  # after those: it may be inside one of them
-    scenarios = _scenarios(profile_name, seeds)
-    if not no_regressions:
-        from tracediff.regressions import DEFAULT_DIR, load_corpus
+    if scenario_files:
+        from tracediff.regressions import load_scenario
+
+        if profile_name is not None or seeds is not None:
+            raise UsageError("--scenario runs the given files only; drop --profile/--seeds")
+        scenarios = [load_scenario(path) for path in scenario_files]
+    else:
+        scenarios = _scenarios(profile_name, seeds)
+    corpus_dir = None
+    if not no_regressions and not scenario_files:
+        corpus_dir = settings.read_dir(regressions_dir, "regressions", "--regressions")
+    if corpus_dir is not None:
+        from tracediff.regressions import REGRESSION_PREFIX, load_corpus
 
         # Past failures first, every time: they are small and the likeliest to catch a bug.
-        corpus = load_corpus(regressions_dir, missing_ok=regressions_dir == DEFAULT_DIR)
-        labelled = [dataclasses.replace(s, profile=f"regression:{s.profile}") for s in corpus]
+        corpus = load_corpus(corpus_dir)
+        labelled = [
+            dataclasses.replace(s, profile=f"{REGRESSION_PREFIX}{s.profile}") for s in corpus
+        ]
         scenarios = labelled + scenarios
     options = RunOptions(
         impls=specs,
@@ -306,11 +343,17 @@ def _signal_name(summary: RunSummary) -> str:
 def _run_with_progress(
     scenarios: list[Any], options: RunOptions, *, show: bool, executor: Any = None
 ) -> RunSummary:
-    from tracediff.runner import run_scenarios
-
     console = _console(stderr=True)
     if not show or not console.is_terminal:
-        return run_scenarios(scenarios, options, executor=executor)
+        from tracediff.cli.heartbeat import Counter, heartbeat
+
+        with heartbeat(Counter("run", total=len(scenarios)), enabled=show) as counter:
+
+            def count(result: ScenarioResult) -> None:
+                counter.done += 1
+                counter.findings += result.status != IDENTICAL
+
+            return _run_scenarios_cb(scenarios, options, count, executor)
     findings = 0
     plans = 0
     progress = Progress(
@@ -339,7 +382,7 @@ def _run_with_progress(
                 task,
                 advance=1,
                 rate=f"{plans / elapsed:,.0f}" if elapsed > 0 else "-",
-                findings=f"[red]{findings} findings" if findings else "no findings",
+                findings=f"[red]{plural(findings, 'finding')}" if findings else "no findings",
             )
 
         return _run_scenarios_cb(scenarios, options, on_result, executor)

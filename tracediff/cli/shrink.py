@@ -13,8 +13,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tracediff.cli import settings
 from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
 from tracediff.errors import UsageError
+from tracediff.report.describe import plural
 
 
 def _text_console(stderr: bool = False) -> Console:
@@ -44,7 +46,12 @@ def _impl_args(names: tuple[str, ...]) -> str:
 
 # -- shrink -----------------------------------------------------------------------------------
 @main.command()
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile of --seed (default: the configured profile, else quick).",
+)
 @click.option("--seed", type=int, default=None, help="The diverging scenario's seed.")
 @click.option(
     "--scenario",
@@ -61,12 +68,14 @@ def _impl_args(names: tuple[str, ...]) -> str:
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
-    "--timeout-s",
+    "--timeout",
+    "timeout_s",
     type=float,
     default=60.0,
     show_default=True,
     help="Stop shrinking after this many seconds; the best repro so far is kept.",
 )
+@click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)
 @click.option(
     "--save",
     is_flag=True,
@@ -74,14 +83,19 @@ def _impl_args(names: tuple[str, ...]) -> str:
 )
 @click.option(
     "--regressions",
-    default="scenarios/regressions",
-    show_default=True,
-    help="The regression corpus directory --save writes into.",
+    default=None,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="The regression corpus --save writes into (default: the configured corpus, else "
+    "./scenarios/regressions).",
 )
 @click.option(
     "--artifacts",
     default=None,
-    help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS or ./artifacts.",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS, the configured one, or "
+    "./artifacts.",
 )
 @click.option("--note", default="", help="A note stored with the saved scenario.")
 @click.option(
@@ -100,17 +114,24 @@ def _impl_args(names: tuple[str, ...]) -> str:
     help="What must stay the same while shrinking: compare = the divergence explanation's "
     "kind and field path; fields = status, record type and first differing top-level field.",
 )
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the result (before, after, saved file) as JSON to this file.",
+)
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 def shrink(
-    profile_name: str,
+    profile_name: str | None,
     seed: int | None,
     scenario_file: str | None,
     impls: tuple[str, ...],
     check: bool,
     timeout_s: float,
+    timeout_old: float | None,
     save: bool,
-    regressions: str,
+    regressions: str | None,
     artifacts: str | None,
     note: str,
     traces_dir: str | None,
@@ -127,8 +148,11 @@ def shrink(
     from tracediff.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
     from tracediff.shrink import shrink as run_shrink
 
+    if timeout_old is not None:  # --timeout-s, the old name
+        timeout_s = timeout_old
+    profile_name = settings.profile(profile_name)
     if timeout_s <= 0:
-        raise UsageError(f"--timeout-s must be positive, got {timeout_s}")
+        raise UsageError(f"--timeout must be positive, got {timeout_s}")
     if (seed is None) == (scenario_file is None):
         raise UsageError("give exactly one of --seed N (with --profile) or --scenario FILE")
     saved_impls: tuple[str, ...] = ()
@@ -143,7 +167,7 @@ def shrink(
 
         def on_progress(p: ShrinkProgress) -> None:
             show(
-                f"[{p.pass_name}] {p.requests} requests, {p.plans} plans; "
+                f"[{p.pass_name}] {plural(p.requests, 'request')}, {plural(p.plans, 'plan')}; "
                 f"{p.attempts} tried, {p.improvements} kept, {p.elapsed:.0f} s"
             )
 
@@ -188,14 +212,19 @@ def shrink(
     else:
         console.print(
             f"stopped on its time limit ({timeout_s:g} s), not at a minimum: "
-            "a larger --timeout-s may shrink it further",
+            "a larger --timeout may shrink it further",
             style="yellow",
             markup=False,
         )
     console.print(f"shrunk scenario: {result.shrunk.features()}", markup=False)
     saved = None
     if save:
-        saved = save_regression(result, regressions=regressions, artifacts=artifacts, note=note)
+        saved = save_regression(
+            result,
+            regressions=str(settings.write_dir(regressions, "regressions")),
+            artifacts=settings.artifacts(artifacts, None),
+            note=note,
+        )
         console.print(f"saved {saved}", markup=False)
         console.print(
             f"repro: tracediff shrink --scenario {shlex.quote(str(saved))} {_impl_args(args)}",
@@ -258,20 +287,54 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
     help="Implementations to compare (repeat; default reference and optimized).",
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
-@click.option("--max-examples", type=int, default=200, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the search.")
-@click.option("--max-failures", type=int, default=3, show_default=True)
-@click.option("--max-requests", type=int, default=6, show_default=True)
 @click.option(
-    "--timeout-s",
+    "--max-examples",
+    type=int,
+    default=200,
+    show_default=True,
+    help="Scenarios to generate and compare.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the search.")
+@click.option(
+    "--max-failures",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Stop after this many distinct failures.",
+)
+@click.option(
+    "--max-requests",
+    type=int,
+    default=6,
+    show_default=True,
+    help="Requests per generated scenario, at most.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
     type=float,
     default=30.0,
     show_default=True,
-    help="Time to shrink each failure found.",
+    help="Seconds to shrink each failure found.",
 )
+@click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)
 @click.option("--save", is_flag=True, help="Save each shrunk failure into the corpus.")
-@click.option("--regressions", default="scenarios/regressions", show_default=True)
-@click.option("--artifacts", default=None, help="Artifacts directory (CI).")
+@click.option(
+    "--regressions",
+    default=None,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="The regression corpus --save writes into (default: the configured corpus, else "
+    "./scenarios/regressions).",
+)
+@click.option(
+    "--artifacts",
+    default=None,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS, the configured one, or "
+    "./artifacts.",
+)
 @click.option(
     "--signature",
     "signature_name",
@@ -281,7 +344,7 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
     help="What must stay the same while shrinking: compare = the divergence explanation's "
     "kind and field path; fields = status, record type and first differing top-level field.",
 )
-@click.option("--no-progress", is_flag=True)
+@click.option("--no-progress", is_flag=True, help="No live progress line.")
 def fuzz(
     impls: tuple[str, ...],
     check: bool,
@@ -290,8 +353,9 @@ def fuzz(
     max_failures: int,
     max_requests: int,
     timeout_s: float,
+    timeout_old: float | None,
     save: bool,
-    regressions: str,
+    regressions: str | None,
     artifacts: str | None,
     signature_name: str,
     no_progress: bool,
@@ -304,6 +368,8 @@ def fuzz(
     from tracediff.fuzz import fuzz as run_fuzz
     from tracediff.shrink import SIGNATURES, describe_signature, save_regression
 
+    if timeout_old is not None:  # --timeout-s, the old name
+        timeout_s = timeout_old
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
         raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
     specs = _impl_specs(impls, check, DEFAULT_IMPLS)
@@ -312,7 +378,10 @@ def fuzz(
     with _progress_line(not no_progress, "fuzzing") as show:
 
         def on_progress(p: FuzzProgress) -> None:
-            show(f"{p.phase}: {p.examples} scenarios, {p.failures} failures, {p.elapsed:.0f} s")
+            show(
+                f"{p.phase}: {plural(p.examples, 'scenario')}, "
+                f"{plural(p.failures, 'failure')}, {p.elapsed:.0f} s"
+            )
 
         from tracediff.executor import open_executor
 
@@ -332,18 +401,24 @@ def fuzz(
     names = " vs ".join(result.impls)
     if result.ok:
         console.print(
-            f"no failure: {result.examples} scenarios, {names} ({result.seconds:.1f} s)",
+            f"no failure: {plural(result.examples, 'scenario')}, {names} ({result.seconds:.1f} s)",
             style="bold green",
         )
         sys.exit(EXIT_OK)
-    table = Table(title=f"fuzz: {len(result.failures)} failures", header_style="bold")
+    table = Table(title=f"fuzz: {plural(len(result.failures), 'failure')}", header_style="bold")
     for column in ("signature", "found (requests)", "shrunk (requests, plans)", "saved"):
         table.add_column(column)
     for failure in result.failures:
         shrunk = failure.shrunk
         saved = ""
         if save:
-            saved = str(save_regression(shrunk, regressions=regressions, artifacts=artifacts))
+            saved = str(
+                save_regression(
+                    shrunk,
+                    regressions=str(settings.write_dir(regressions, "regressions")),
+                    artifacts=settings.artifacts(artifacts, None),
+                )
+            )
         table.add_row(
             describe_signature(failure.signature),
             str(len(failure.found.requests)),
@@ -352,7 +427,8 @@ def fuzz(
         )
     console.print(table)
     console.print(
-        f"DIVERGED: {len(result.failures)} distinct failures in {result.examples} scenarios "
+        f"DIVERGED: {plural(len(result.failures), 'distinct failure')} in "
+        f"{plural(result.examples, 'scenario')} "
         f"({names}, {result.seconds:.1f} s, --seed {seed})",
         style="bold red",
     )

@@ -23,9 +23,20 @@ from tracediff.impls import parse_impl
 
 # -- record / diff / show ----------------------------------------------------------------------
 @main.command()
-@click.option("--profile", "profile_name", default="quick", show_default=True)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Seed-set profile (default: the configured profile, else quick).",
+)
 @click.option("--seed", type=int, required=True, help="The scenario's seed within the profile.")
-@click.option("--impl", "impl", default="reference", show_default=True)
+@click.option(
+    "--impl",
+    "impl",
+    default="reference",
+    show_default=True,
+    help="The implementation to record (built-in name or package.module:attr).",
+)
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
     "-o",
@@ -34,7 +45,7 @@ from tracediff.impls import parse_impl
     required=True,
     help="Trace file to write (atomically).",
 )
-def record(profile_name: str, seed: int, impl: str, check: bool, output: str) -> None:
+def record(profile_name: str | None, seed: int, impl: str, check: bool, output: str) -> None:
     """Record one scenario through one implementation into a trace file."""
     from tracediff.runner import write_trace
 
@@ -152,7 +163,13 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
 
 @main.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--plan", "plan_number", type=int, default=None, help="Show this plan record.")
+@click.option(
+    "--plan",
+    "plan_number",
+    type=int,
+    default=None,
+    help="Show this plan record as JSON, every field by name.",
+)
 @click.option("--jsonl", is_flag=True, help="Every record as one JSON line (for jq).")
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
@@ -168,6 +185,11 @@ def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     if plan_number is not None:
         for record_ in reader.decoded_records():
             if record_.get("t") == "plan" and record_.get("plan") == plan_number:
+                from tracediff.report.show import labelled
+
+                columns = reader.header.get("columns")
+                if isinstance(columns, dict):  # name every positional field
+                    record_ = labelled(record_, columns)
                 click.echo(json.dumps(record_, indent=1))
                 return
         raise UsageError(f"{trace} has no plan {plan_number}")

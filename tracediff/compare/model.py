@@ -267,6 +267,10 @@ class ScenarioOutcome:
     plans: int = 0
     seconds: float = 0.0
     divergence: Divergence | None = None
+    # A finding's explanation as one line of text when there is no ``divergence`` to show
+    # (a golden-digest mismatch), else notes on top of it; and the command reproducing it.
+    explanation: str = ""
+    reproduce: str = ""
 
     @property
     def label(self) -> str:
@@ -301,7 +305,9 @@ class DiffReport:
 
     @property
     def findings(self) -> tuple[ScenarioOutcome, ...]:
-        return tuple(o for o in self.outcomes if o.finding)
+        """The findings, those with a full explanation (a divergence) first."""
+        found = [o for o in self.outcomes if o.finding]
+        return tuple(sorted(found, key=lambda o: o.divergence is None))
 
     @property
     def divergences(self) -> tuple[Divergence, ...]:

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from tracediff.bench import BenchResult
 
-# ARCHITECTURE.md's targets, checked on the 64-request device rows.
+# The performance targets (docs/optimized.md), checked on the 64-request device rows.
 TARGET_RATIO = 4.0
 TARGET_PROBE_RATIO = 14.0
 TARGET_GROWTH = 8.5

@@ -113,11 +113,21 @@ def render(report: DiffReport) -> str:
         )
         for item in findings[:MAX_FINDINGS]:
             d = item.divergence
+            reproduce = (
+                f'<br/><span class="mono">{_e(item.reproduce)}</span>' if item.reproduce else ""
+            )
+            if d is None:  # a golden-digest mismatch: its explanation is one sentence
+                body.append(
+                    f"<tr><td>{_e(item.label)}</td><td>{_e(item.status)}</td>"
+                    f"<td>{_e(item.suite)}</td>"
+                    f"<td>{_e(item.explanation or '-')}{reproduce}</td><td>-</td></tr>"
+                )
+                continue
             body.append(
                 f"<tr><td>{_e(item.label)}</td><td>{_e(item.status)}</td>"
-                f"<td>{_e(d.kind) if d else '-'}</td>"
-                f"<td>{_e(describe.where(d)) if d else '-'}</td>"
-                f'<td class="mono">{_e(d.location) if d else "-"}</td></tr>'
+                f"<td>{_e(d.kind)}</td>"
+                f"<td>{_e(describe.where(d))}{reproduce}</td>"
+                f'<td class="mono">{_e(d.location)}</td></tr>'
             )
         body.append("</table>")
         if len(findings) > MAX_FINDINGS:

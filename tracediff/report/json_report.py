@@ -128,6 +128,8 @@ def _outcome(outcome: ScenarioOutcome) -> dict[str, Any]:
         "plans": outcome.plans,
         "seconds": outcome.seconds,
         "divergence": None if outcome.divergence is None else _divergence(outcome.divergence),
+        "explanation": outcome.explanation,
+        "reproduce": outcome.reproduce,
     }
 
 
@@ -312,6 +314,9 @@ def _read_outcome(r: _Reader, v: Any, w: str) -> ScenarioOutcome:
         plans=r.get(v, "plans", _INT, w),
         seconds=float(r.get(v, "seconds", _NUM, w)),
         divergence=None if raw is None else _read_divergence(r, raw, f"{w}.divergence"),
+        # absent in reports written before these fields existed
+        explanation=str(v.get("explanation", "")) if isinstance(v, dict) else "",
+        reproduce=str(v.get("reproduce", "")) if isinstance(v, dict) else "",
     )
 
 

@@ -1,7 +1,12 @@
 """The JUnit XML presenter: one test case per scenario, for CI test-result views.
 
 Layout: ``<testsuites>`` holding one ``<testsuite>`` per suite (``regressions``, the
-profile, ``diff``) and one for the gate's steps. A diverged scenario is a ``<failure>``
+profile, ``golden``, ``diff``) and one for the gate's steps (``tracediff.gate``). In a gate
+every scenario is one test case, in exactly one suite: the corpus's in
+``tracediff.regressions``, a profile scenario whose implementations agree with one another
+but not with the accepted golden digests in ``tracediff.golden``, every other profile
+scenario in ``tracediff.<profile>``. Each failure's body ends with the command that
+reproduces it. A diverged scenario is a ``<failure>``
 whose ``type`` is the divergence kind and whose message names the signature and the place;
 an implementation that raised or hung is an ``<error>``. The body is the explanation as
 plain text. Written with the standard library's ElementTree, so every string is escaped.
@@ -44,7 +49,10 @@ def render(report: DiffReport) -> str:
         for key in total:
             total[key] += counts[key]
     if report.steps:
-        counts = _steps(root, report.steps)
+        # A failed step whose findings are test cases above is not counted again: the total
+        # of failures is the number of findings (a step fails on its own only when it found
+        # nothing to report, e.g. it was interrupted or had nothing to check).
+        counts = _steps(root, report.steps, counted=total["failures"] + total["errors"] > 0)
         for key in total:
             total[key] += counts[key]
     for key, value in total.items():
@@ -79,20 +87,27 @@ def _suite(root: ET.Element, name: str, outcomes: Iterable[ScenarioOutcome]) -> 
             type=d.kind if d else outcome.status,
             message=_clean(_message(outcome, d)),
         )
-        element.text = _clean(_body(d) if d else outcome.status)
+        body = _body(d) if d else (outcome.explanation or outcome.status)
+        if d is not None and outcome.explanation:
+            body += f"\nnote: {outcome.explanation}"
+        if outcome.reproduce:
+            body += f"\nreproduce: {outcome.reproduce}"
+        element.text = _clean(body)
     for key, value in counts.items():
         suite.set(key, str(value))
     suite.set("time", f"{seconds:.3f}")
     return counts
 
 
-def _steps(root: ET.Element, steps: Iterable[StepOutcome]) -> dict[str, int]:
+def _steps(root: ET.Element, steps: Iterable[StepOutcome], *, counted: bool) -> dict[str, int]:
     suite = ET.SubElement(root, "testsuite", name="tracediff.gate")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for step in steps:
         counts["tests"] += 1
         case = ET.SubElement(suite, "testcase", classname="tracediff.gate", name=step.name)
-        if step.status == FAILED:
+        if step.status == FAILED and counted:
+            ET.SubElement(case, "system-out").text = _clean(f"failed: {step.detail}")
+        elif step.status == FAILED:
             counts["failures"] += 1
             ET.SubElement(case, "failure", type="gate", message=_clean(step.detail))
         elif step.status in (NOT_CONFIGURED, EMPTY):
@@ -105,7 +120,7 @@ def _steps(root: ET.Element, steps: Iterable[StepOutcome]) -> dict[str, int]:
 
 def _message(outcome: ScenarioOutcome, d: Divergence | None) -> str:
     if d is None:
-        return f"{outcome.label}: {outcome.status}"
+        return f"{outcome.label}: {outcome.explanation or outcome.status}"
     return f"{d.signature} at {d.location} ({describe.where(d)})"
 
 

@@ -86,10 +86,21 @@ def render(report: DiffReport) -> str:
         ]
         for item in findings[:MAX_FINDINGS]:
             d = item.divergence
+            if d is None:  # a golden-digest mismatch: its explanation is one sentence
+                lines.append(
+                    f"| {_cell(item.label)} | {item.status} | {_cell(item.suite)} | "
+                    f"{_cell(item.explanation or '-')} | - |"
+                )
+                continue
             lines.append(
-                f"| {_cell(item.label)} | {item.status} | {d.kind if d else '-'} | "
-                f"{_cell(describe.where(d)) if d else '-'} | {_code(d.location) if d else '-'} |"
+                f"| {_cell(item.label)} | {item.status} | {d.kind} | "
+                f"{_cell(describe.where(d))} | {_code(d.location)} |"
             )
+        reproducible = [item for item in findings[:MAX_FINDINGS] if item.reproduce]
+        if reproducible:
+            lines += ["", "<details><summary>Reproduce each finding</summary>", "", "```sh"]
+            lines += [f"{item.reproduce}  # {item.label}" for item in reproducible]
+            lines += ["```", "", "</details>"]
         if len(findings) > MAX_FINDINGS:
             lines.append("")
             lines.append(f"... and {len(findings) - MAX_FINDINGS} more findings.")

@@ -8,6 +8,27 @@ from typing import Any
 from rich.table import Table
 
 
+def labelled(value: Any, columns: dict[str, list[str]], name: str | None = None) -> Any:
+    """A decoded record with its positional rows turned into objects, using the column
+    names the trace header carries (``columns``): ``"round": ["winner", 1, ...]`` becomes
+    ``"round": {"source": "winner", "kind": 1, ...}``, and a list of rows (``candidates``)
+    a list of objects. A row longer or shorter than its columns is left as it is."""
+    cols = columns.get(name) if name is not None else None
+    if isinstance(value, dict):
+        return {key: labelled(item, columns, str(key)) for key, item in value.items()}
+    if cols is not None and isinstance(value, list):
+        if value and all(isinstance(row, list) for row in value):
+            return [_row(row, cols, columns) for row in value]
+        return _row(value, cols, columns)
+    return value
+
+
+def _row(row: list[Any], cols: list[str], columns: dict[str, list[str]]) -> Any:
+    if len(row) != len(cols):
+        return row
+    return {col: labelled(item, columns, col) for col, item in zip(cols, row, strict=True)}
+
+
 def trace_summary_renderable(path: str, reader: Any) -> Table:
     scenario = reader.header.get("scenario", {})
     counts: Counter[str] = Counter()
@@ -20,9 +41,11 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         if kind == "plan":
             round_ = record.get("round")
             rounds["none" if round_ is None else str(round_[0])] += 1
-    table = Table(title=path, show_header=False)
-    table.add_column("field")
-    table.add_column("value")
+    # The path is a row, not the title: a title wraps at the table's width and cuts it.
+    table = Table(show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_row("file", path)
     table.add_row("scenario", f"{scenario.get('profile')}:{scenario.get('seed')}")
     table.add_row("requests", str(len(scenario.get("requests", []))))
     params = scenario.get("params", {})

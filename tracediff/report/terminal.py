@@ -101,22 +101,26 @@ def verdict_text(summary: RunSummary) -> Text:
     names = " vs ".join(summary.impls)
     if summary.interrupted:
         return Text(
-            f"interrupted: {summary.scenarios} scenarios finished, {summary.skipped} not run",
+            f"interrupted: {describe.plural(summary.scenarios, 'scenario')} finished, "
+            f"{summary.skipped} not run",
             style="bold yellow",
         )
     tolerated = summary.within_ulps
     if summary.ok and tolerated:
         floats = sum(r.floats_within for r in tolerated)
         return Text(
-            f"decision-equivalent, NOT byte-identical: {summary.scenarios:,} scenarios, "
-            f"{summary.plans:,} plans, {names}; {len(tolerated):,} scenarios differ in "
+            f"decision-equivalent, NOT byte-identical: "
+            f"{describe.plural(summary.scenarios, 'scenario')}, "
+            f"{describe.plural(summary.plans, 'plan')}, {names}; "
+            f"{describe.plural(len(tolerated), 'scenario')} differ in "
             f"{floats:,} floats by at most {summary.max_ulps} ULPs",
             style="bold yellow",
         )
     if summary.ok:
         mode = "" if not summary.equivalence.tolerant else " (no float differed)"
         return Text(
-            f"identical{mode}: {summary.scenarios:,} scenarios, {summary.plans:,} plans, {names}",
+            f"identical{mode}: {describe.plural(summary.scenarios, 'scenario')}, "
+            f"{describe.plural(summary.plans, 'plan')}, {names}",
             style="bold green",
         )
     diverged = summary.count(DIVERGED)
@@ -127,7 +131,8 @@ def verdict_text(summary: RunSummary) -> Text:
     if failed:
         parts.append(f"{failed:,} failed (error or timeout)")
     return Text(
-        f"FINDINGS: {', '.join(parts)} of {summary.scenarios:,} scenarios ({names})",
+        f"FINDINGS: {', '.join(parts)} of {describe.plural(summary.scenarios, 'scenario')} "
+        f"({names})",
         style="bold red",
     )
 
@@ -320,6 +325,16 @@ def report_renderable(report: DiffReport, *, explained: int = 3) -> RenderableTy
         if len(groups) > explained:
             parts.append(Text(f"... {len(groups) - explained} more signatures in the reports"))
     findings = report.findings
+    plain = [f for f in findings if f.divergence is None and f.explanation]
+    if plain:
+        table = Table(title=f"other findings ({len(plain)})", header_style="bold")
+        table.add_column("scenario")
+        table.add_column("explanation", overflow="fold")
+        for item in plain[:MAX_LISTED]:
+            table.add_row(item.label, item.explanation)
+        if len(plain) > MAX_LISTED:
+            table.caption = f"... and {len(plain) - MAX_LISTED} more"
+        parts.append(table)
     if report.ok:
         verdict = Text(
             f"all good: {describe.plural(len(report.outcomes), 'scenario')}, "

@@ -140,7 +140,8 @@ class Scenario:
             flags.append(f"{p.max_lanes} slots")
         graphs = "mixed-graphs" if p.ragged else "rect"
         return (
-            f"{len(self.requests)} requests, {p.allocation} allocation, {graphs}, "
+            f"{len(self.requests)} request{'' if len(self.requests) == 1 else 's'}, "
+            f"{p.allocation} allocation, {graphs}, "
             f"queue {p.queue_depth}" + (", " + ", ".join(flags) if flags else "")
         )
 

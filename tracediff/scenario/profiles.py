@@ -1,6 +1,7 @@
 """Profiles: named seed sets with the generator parameters that make them reproducible.
 
-A profile is a TOML file in ``scenarios/`` (or any path). It names its seeds, a matrix of
+A profile is a TOML file: a built-in one (``quick``, ``default``, ``stress``), one in the
+project's configured ``profiles`` directory, or any path. It names its seeds, a matrix of
 cells that seeds walk through, and generator parameters, so a scenario is fully determined
 by (profile, seed). See docs/profiles.md for the keys.
 """
@@ -98,12 +99,22 @@ class Profile:
 
 
 def profile_dirs() -> list[Path]:
+    """Where profile names are looked up, in order: $TRACEDIFF_PROFILES, the project's
+    configured ``profiles`` directory ([tool.tracediff]), then the built-in profiles. Never
+    the current directory: a name means the same profile from any subdirectory."""
+    from tracediff.config import load_config
+    from tracediff.resources import builtin_dir
+
     dirs = []
     env = os.environ.get(PROFILE_DIR_ENV)
     if env:
         dirs.append(Path(env))
-    dirs.append(Path.cwd() / "scenarios")
-    dirs.append(Path(__file__).resolve().parents[2] / "scenarios")
+    configured = load_config().existing_dir("profiles")
+    if configured is not None:
+        dirs.append(configured)
+    builtin = builtin_dir("profiles")
+    if builtin is not None:
+        dirs.append(builtin)
     return dirs
 
 

@@ -1,0 +1,29 @@
+"""``tracediff init``: write a starter ``[tool.tracediff]`` table into ./pyproject.toml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracediff.cli.app import main
+
+
+@main.command()
+@click.option(
+    "--path",
+    "target",
+    default="pyproject.toml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The pyproject.toml to add the table to (created when missing).",
+)
+def init(target: str) -> None:
+    """Add a starter [tool.tracediff] table to pyproject.toml (never replaces one)."""
+    from tracediff.atomic import write_text_atomic
+    from tracediff.config import starter_text
+
+    path = Path(target)
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    write_text_atomic(str(path), starter_text(existing))
+    click.echo(f"tracediff: wrote a [tool.tracediff] table into {path}; edit impls to name yours")
