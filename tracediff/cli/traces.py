@@ -157,17 +157,20 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
     from tracediff.trace import TraceReader
+    from tracediff.trace.schema import checked_records, header_schema
 
     reader = TraceReader(trace)
+    header_schema(reader.header, reader.name)
     if jsonl:
         out = sys.stdout
         out.write(json.dumps({"t": "header", **reader.header}) + "\n")
-        for record_ in reader.decoded_records():
-            out.write(json.dumps(record_) + "\n")
+        for checked in checked_records(reader):
+            out.write(json.dumps(checked.record) + "\n")
         return
     if plan_number is not None:
-        for record_ in reader.decoded_records():
-            if record_.get("t") == "plan" and record_.get("plan") == plan_number:
+        for checked in checked_records(reader):
+            record_ = checked.record
+            if record_["t"] == "plan" and record_["plan"] == plan_number:
                 click.echo(json.dumps(record_, indent=1))
                 return
         raise UsageError(f"{trace} has no plan {plan_number}")

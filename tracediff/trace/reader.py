@@ -85,6 +85,7 @@ class TraceReader:
         with contextlib.closing(self._frames(BodyDigest())) as frames:
             first = next(frames)
         self._header = self._decode_map(first, "header")
+        self._header_payload = first.payload
 
     @property
     def name(self) -> str:
@@ -95,6 +96,11 @@ class TraceReader:
     def header(self) -> dict[str, Any]:
         """The decoded header map."""
         return self._header
+
+    @property
+    def header_payload(self) -> bytes:
+        """The header frame's payload, as stored (body index 0)."""
+        return self._header_payload
 
     @property
     def provenance(self) -> dict[str, Any] | None:
