@@ -57,6 +57,7 @@ from tracediff.executor import (
     open_executor,
     time_limit,
 )
+from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec, load, parse_impl
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
@@ -206,11 +207,11 @@ def read_manifest(path: str | Path) -> Manifest:
 
 
 def manifest_path(golden_dir: str | Path, profile: str) -> Path:
-    return Path(golden_dir) / f"{profile}.json"
+    return inside(golden_dir, f"{component(profile)}.json", what="golden manifest")
 
 
 def trace_path(golden_dir: str | Path, profile: str, seed: int) -> Path:
-    return Path(golden_dir) / "traces" / f"{profile}-{seed}.trace"
+    return inside(golden_dir, "traces", f"{component(profile, seed)}.trace", what="golden trace")
 
 
 def _pending(path: Path) -> Path:
@@ -802,8 +803,8 @@ def gate_step(
 
         root = Path(artifacts)
         root.mkdir(parents=True, exist_ok=True)
-        safe = impl_spec.name.replace(":", "_").replace("/", "_")
-        report = root / f"golden-{outcome.profile}-{safe}.json"
+        name = component("golden", outcome.profile, impl_spec.name)
+        report = inside(root, f"{name}.json", what="--artifacts")
         write_text_atomic(report, json.dumps(outcome.to_dict(), indent=1) + "\n")
         outcome = dataclasses.replace(outcome, artifacts=(*outcome.artifacts, str(report)))
     return outcome

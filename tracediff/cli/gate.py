@@ -29,8 +29,10 @@ from tracediff.cli.app import (
     _impl_specs,
     _jobs,
     _scenarios,
+    check_context,
     check_output_file,
     executor_option,
+    check_seconds,
     exit_interrupted,
     main,
 )
@@ -141,10 +143,8 @@ def gate(
     1 findings, 2 bad input."""
     from tracediff.regressions import load_corpus
 
-    if context < 0:
-        raise UsageError(f"--context must be 0 or more, got {context}")
-    if timeout_s is not None and not timeout_s > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    check_context(context)
+    check_seconds(timeout_s, "--timeout")
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")

@@ -22,6 +22,8 @@ from tracediff.cli.app import (
     _executor_spec,
     _impl_specs,
     _jobs,
+    check_output_file,
+    check_seconds,
     executor_option,
     main,
 )
@@ -121,6 +123,8 @@ def check_command(
     from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
 
+    check_seconds(timeout_s, "--timeout")
+    check_output_file(json_path, "--json")
     (spec,) = _impl_specs((impl,), check_mode, ("reference",))
     executor_spec = _executor_spec(executor_text)
     with (
@@ -378,6 +382,8 @@ def selfcheck(
     from tracediff.executor import open_executor
     from tracediff.selfcheck import self_check
 
+    check_seconds(timeout_s, "--timeout")
+    check_output_file(json_path, "--json")
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     executor_spec = _executor_spec(executor_text)
     scenarios = _scenarios(profile_name, seeds)

@@ -11,8 +11,10 @@ import click
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
+    SEED,
     _console,
     _scenarios,
+    check_context,
     check_output_file,
     main,
 )
@@ -24,7 +26,7 @@ from tracediff.impls import parse_impl
 # -- record / diff / show ----------------------------------------------------------------------
 @main.command()
 @click.option("--profile", "profile_name", default="quick", show_default=True)
-@click.option("--seed", type=int, required=True, help="The scenario's seed within the profile.")
+@click.option("--seed", type=SEED, required=True, help="The scenario's seed within the profile.")
 @click.option("--impl", "impl", default="reference", show_default=True)
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
@@ -101,8 +103,7 @@ def diff(
     """
     from tracediff.compare.explain import explain_traces
 
-    if context < 0:
-        raise UsageError(f"--context must be 0 or more, got {context}")
+    check_context(context)
     check_output_file(output, "-o/--output")
     if load_path is not None:
         if a is not None or b is not None:
@@ -129,7 +130,7 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
         from rich.console import Console
 
         buffer = io.StringIO()
-        Console(file=buffer, width=120, color_system=None, soft_wrap=False).print(
+        Console(file=buffer, width=120, color_system=None, soft_wrap=False, markup=False).print(
             diff_renderable(report)
         )
         text = buffer.getvalue()

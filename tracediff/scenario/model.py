@@ -8,12 +8,11 @@ replays without the generator, and it round-trips through ``to_dict``/``from_dic
 from __future__ import annotations
 
 import dataclasses
-import math
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracediff.errors import ScenarioError
+from tracediff.scenario.fields import FieldError, fields_of
 
 ALLOCATIONS = ("host", "device", "mixed")
 PROPOSERS = ("mtp", "copy")
@@ -160,32 +159,30 @@ class Scenario:
         """Rebuild and validate a scenario; raises ScenarioError naming the bad field.
 
         Scenarios come from files (trace headers, the regression corpus), so every value is
-        checked against its field's type before anything uses it: a string where a number
-        belongs, a NaN or a 30-digit integer is refused here, by name, never met later as a
-        crash inside a scheduler. Keys other than the five fields are ignored (a saved
-        regression carries its note and signature beside them).
+        checked against its field's type before anything uses it (``scenario/fields.py``).
+        Keys other than the five fields are ignored (a saved regression carries its note
+        and signature beside them).
         """
-        if not isinstance(data, dict):
-            raise ScenarioError(
-                f"malformed scenario: expected an object, got {type(data).__name__}"
+        try:
+            if not isinstance(data, dict):
+                raise FieldError(f"expected an object, got {type(data).__name__}")
+            top = {k: v for k, v in data.items() if k in _TOP_KEYS}
+            checked = fields_of(_Top, top, "scenario")
+            requests_in = data["requests"]
+            if not isinstance(requests_in, list):
+                raise FieldError(f"requests is {type(requests_in).__name__}, expected a list")
+            scenario = cls(
+                profile=checked["profile"],
+                seed=checked["seed"],
+                params=SchedulerParams(**fields_of(SchedulerParams, data["params"], "params")),
+                truth=EngineTruth(**fields_of(EngineTruth, data["truth"], "truth")),
+                requests=tuple(
+                    RequestSpec(**fields_of(RequestSpec, r, f"requests[{i}]"))
+                    for i, r in enumerate(requests_in)
+                ),
             )
-        missing = [k for k in ("profile", "seed", "params", "truth", "requests") if k not in data]
-        if missing:
-            raise ScenarioError(f"malformed scenario: lacks {missing}")
-        profile = _conform(data["profile"], str, "profile")
-        seed = _conform(data["seed"], int, "seed")
-        params = SchedulerParams(**_fields(SchedulerParams, data["params"], "params"))
-        truth = EngineTruth(**_fields(EngineTruth, data["truth"], "truth"))
-        requests_in = data["requests"]
-        if not isinstance(requests_in, list):
-            raise ScenarioError(
-                f"malformed scenario: requests is {type(requests_in).__name__}, expected a list"
-            )
-        requests = tuple(
-            RequestSpec(**_fields(RequestSpec, r, f"requests[{i}]"))
-            for i, r in enumerate(requests_in)
-        )
-        scenario = cls(profile=profile, seed=seed, params=params, truth=truth, requests=requests)
+        except FieldError as exc:
+            raise ScenarioError(f"malformed scenario: {exc}") from None
         scenario.validate()
         return scenario
 
@@ -238,74 +235,19 @@ class Scenario:
             )
 
 
-# The largest integer a scenario holds: exact as a float, and far beyond any real count,
-# clock or seed; a forged 30-digit value is refused rather than met inside a scheduler.
-INT_LIMIT = 2**53
-TEXT_LIMIT = 200  # characters of a profile name or proposer
+@dataclass(frozen=True)
+class _Top:
+    """The scalar top-level fields of a scenario file, for their checks (the nested ones are
+    checked against their own classes)."""
+
+    profile: str
+    seed: int
+    params: dict[str, Any]
+    truth: dict[str, Any]
+    requests: list[Any]
 
 
-def _fields(cls: Any, data: Any, where: str) -> dict[str, Any]:
-    """``data`` checked against dataclass ``cls``'s fields (types from its annotations):
-    no unknown keys, every field without a default present, each value of its type."""
-    if not isinstance(data, dict):
-        raise ScenarioError(
-            f"malformed scenario: {where} is {type(data).__name__}, expected an object"
-        )
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(str(k) for k in data if k not in fields)
-    if unknown:
-        raise ScenarioError(f"malformed scenario: {where} has unknown keys {unknown}")
-    required = [
-        name
-        for name, f in fields.items()
-        if f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-        and name not in data
-    ]
-    if required:
-        raise ScenarioError(f"malformed scenario: {where} lacks {required}")
-    return {key: _conform(value, hints[key], f"{where}.{key}") for key, value in data.items()}
-
-
-def _conform(value: Any, hint: Any, where: str) -> Any:
-    """``value`` as type ``hint`` (int, float, bool, str or a tuple of them), or ScenarioError."""
-    kind = type(value)
-    if hint is bool:
-        ok = kind is bool
-    elif hint is int:
-        ok = kind is int and -INT_LIMIT <= value <= INT_LIMIT
-    elif hint is float:
-        ok = (kind is float and math.isfinite(value)) or (
-            kind is int and -INT_LIMIT <= value <= INT_LIMIT
-        )
-        value = float(value) if ok else value
-    elif hint is str:
-        ok = kind is str and len(value) <= TEXT_LIMIT
-    elif typing.get_origin(hint) is tuple:
-        if kind not in (list, tuple):
-            ok = False
-        else:
-            args = typing.get_args(hint)
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(_conform(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-            if len(value) != len(args):
-                raise ScenarioError(
-                    f"malformed scenario: {where} has {len(value)} items, expected {len(args)}"
-                )
-            pairs = enumerate(zip(value, args, strict=True))
-            return tuple(_conform(v, a, f"{where}[{i}]") for i, (v, a) in pairs)
-    else:
-        ok = True  # a field type this check does not know: the dataclass takes it as it is
-    if not ok:
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        expected = getattr(hint, "__name__", str(hint))
-        raise ScenarioError(
-            f"malformed scenario: {where} is {kind.__name__} {shown}, expected {expected}"
-            + (" (finite)" if hint is float else "")
-        )
-    return value
+_TOP_KEYS = frozenset(f.name for f in dataclasses.fields(_Top))
 
 
 def _plain(value: Any) -> Any:
