@@ -37,9 +37,11 @@ bench: setup
 coverage: setup
 	$(BIN)/tracediff coverage --profile $(PROFILE)
 
-# The trace reader's fuzz test in its long mode (20 000 corruptions; CI runs 300).
+# The trace fuzz tests in their long mode: 20 000 corrupted framings (CI runs 300), and
+# 100 000 commands on traces with valid frames and damaged content (CI runs 210).
 fuzz-long: setup
 	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_trace_fuzz.py -m slow -k long -p no:cacheprovider --hypothesis-show-statistics
+	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_semantic_fuzz.py -m slow -k long -p no:cacheprovider -s
 
 # What CI's equivalence gate runs: regressions, golden digests, then the quick profile.
 gate: setup

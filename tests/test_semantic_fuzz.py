@@ -13,9 +13,10 @@ the file. ``replay`` of a reference trace into the reference implementation may 
 mismatch (a damaged decision, or damaged inputs that change what it decides), but the
 reference never *raises* on a trace the schema accepts: damaged inputs are the file's fault.
 
-``TRACEDIFF_SEMANTIC_CASES`` sets the quick run's number of cases (CI: 280);
+``TRACEDIFF_SEMANTIC_CASES`` sets the quick run's number of cases (CI: 210);
 ``TRACEDIFF_FUZZ_LONG=1`` enables the long run (100,000 cases, ``make fuzz-long``), which
-prints its figures (cases, exit codes, time) at the end.
+prints its figures (cases, exit codes, time) at the end, and every 1,000 cases into the file
+``TRACEDIFF_SEMANTIC_PROGRESS`` names, if set.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from tracediff.scenario.generator import generate
 from tracediff.scenario.profiles import load_profile
 from tracediff.trace import encode, read_trace, trace_bytes
 
-CASES = int(os.environ.get("TRACEDIFF_SEMANTIC_CASES", "280"))
+CASES = int(os.environ.get("TRACEDIFF_SEMANTIC_CASES", "210"))
 LONG_CASES = int(os.environ.get("TRACEDIFF_SEMANTIC_LONG_CASES", "100000"))
 LONG_ENABLED = os.environ.get("TRACEDIFF_FUZZ_LONG") == "1"
 SEEDS = (4, 8, 40)  # quick-profile scenarios with probes, pruning, refreshes, queue depth 1
@@ -275,7 +276,9 @@ def run_case(
         tally.cases += 1
 
 
-def fuzz(directory: Path, cases: int, seed: int) -> Tally:
+def fuzz(
+    directory: Path, cases: int, seed: int, progress: Callable[[Tally], None] | None = None
+) -> Tally:
     bases = _bases(directory)
     runner = CliRunner()
     tally = Tally()
@@ -290,6 +293,8 @@ def fuzz(directory: Path, cases: int, seed: int) -> Tally:
         damaged.write_bytes(data)
         run_case(runner, base, damaged, case_rng, f"{what}; case seed {case_seed}", tally)
         mutation += 1
+        if progress is not None and mutation % 143 == 0:  # 143 damaged traces: 1,001 cases
+            progress(tally)
     return tally
 
 
@@ -316,5 +321,13 @@ def test_damaged_content_is_exit_2_never_3(tmp_path: Path) -> None:
 @pytest.mark.skipif(not LONG_ENABLED, reason="long fuzz run: set TRACEDIFF_FUZZ_LONG=1")
 def test_damaged_content_is_exit_2_never_3_long(tmp_path: Path) -> None:
     started = time.monotonic()
-    tally = fuzz(tmp_path, LONG_CASES, seed=int(os.environ.get("TRACEDIFF_SEMANTIC_SEED", "1")))
+    progress_file = os.environ.get("TRACEDIFF_SEMANTIC_PROGRESS")
+
+    def progress(tally: Tally) -> None:
+        if progress_file:
+            Path(progress_file).write_text(report(tally, time.monotonic() - started) + "\n")
+
+    seed = int(os.environ.get("TRACEDIFF_SEMANTIC_SEED", "1"))
+    tally = fuzz(tmp_path, LONG_CASES, seed=seed, progress=progress)
+    progress(tally)
     print("\nsemantic fuzz:", report(tally, time.monotonic() - started))
