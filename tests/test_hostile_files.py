@@ -373,3 +373,31 @@ def test_a_full_disk_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     result = invoke(["record", "--seed", "3", "-o", str(out)])
     assert_refused(result, f"{out}: cannot be written: No space left on device")
     assert not out.exists() and not list(tmp_path.glob(".out.trace.*"))
+
+
+# -- scenario files -------------------------------------------------------------------------------
+def test_a_damaged_scenario_file_is_a_scenario_error_and_nothing_else() -> None:
+    """What shrink --scenario, run and gate read from the regression corpus, and what a trace
+    header holds: any damage is a ScenarioError naming the field (exit 2), or still a valid
+    scenario; nothing else escapes."""
+    import random
+
+    from tests.test_semantic_fuzz import _damage_tree
+    from tracediff.errors import ScenarioError
+    from tracediff.scenario.model import Scenario
+
+    base = generate(load_profile("quick"), 8).to_dict()
+    rng = random.Random(12)
+    refused = 0
+    for _ in range(400):
+        data = copy.deepcopy(base)
+        for _ in range(rng.choice((1, 1, 2))):
+            _damage_tree(rng, data)
+        try:
+            scenario = Scenario.from_dict(data)
+        except ScenarioError as exc:
+            refused += 1
+            assert "\n" not in str(exc)
+            continue
+        assert Scenario.from_dict(scenario.to_dict()) == scenario
+    assert 0 < refused < 400

@@ -184,8 +184,9 @@ def parse_manifest(data: Any, path: str) -> Manifest:
             scenarios=entries,
             traces=tuple(int(s) for s in data.get("traces", ())),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceFormatError(path, f"malformed golden manifest: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        # a row that is no object, a count of inf or "x": the file's fault, named
+        raise TraceFormatError(path, f"malformed golden manifest: {exc!r:.200}") from None
     if len({e.seed for e in entries}) != len(entries):
         raise TraceFormatError(path, "malformed golden manifest: a seed appears twice")
     return manifest
@@ -757,9 +758,12 @@ def _explain_reference_change(
 
 
 def _record_at(reader: TraceReader, index: int) -> dict[str, Any] | None:
-    for i, record in enumerate(reader.decoded_records(), start=1):
-        if i == index:
-            return record
+    """The golden trace's record at body ``index``, checked against the trace schema."""
+    from tracediff.trace.schema import checked_records
+
+    for checked in checked_records(reader):
+        if checked.index == index:
+            return checked.record
     return None
 
 
