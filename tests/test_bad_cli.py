@@ -194,3 +194,44 @@ def test_a_bad_command_line_is_exit_2_and_one_line(
     assert "Traceback" not in result.output
     assert needle.format(**files) in lines[0], lines[0]
     assert not list(tmp_path.iterdir()), "a refused command wrote something"
+
+
+# (profile TOML, words the one line must hold, after "p.toml:LINE")
+PROFILES: list[tuple[str, str]] = [
+    ('seeds = 2\n[matrix]\nrequests = ["a"]\n', ":3 [matrix] requests: requests[0] is str 'a'"),
+    ('seeds = 2\nparams = "x"\n', " [params]: must be a table"),
+    ("seeds = 2\n[generator]\nmax_new = [1]\n", ":3 [generator] max_new: max_new is [1]"),
+    ('[params]\nverify_budget = "abc"\n', ":2 [params] verify_budget: verify_budget is str"),
+    ("[generator]\nmax_new = [200, 10]\n", ":2 [generator] max_new: [200, 10] is a range"),
+    ("[generator]\np_copy = -5.0\n", ":2 [generator] p_copy: -5.0 must be from 0.0 to 1.0"),
+    ("[generator]\np_stop = 1.5\n", ":2 [generator] p_stop: 1.5 must be from 0.0 to 1.0"),
+    ("[generator]\naccept_base = [0.5, 2.0]\n", ":2 [generator] accept_base: 2.0 must be from"),
+    ("[generator]\narrival_window_us = -3\n", ":2 [generator] arrival_window_us: -3 must be"),
+    ("[generator]\nmax_new_decay = nan\n", ":2 [generator] max_new_decay: max_new_decay is float"),
+    ("[generator]\nprompt_len = [0, 5]\n", ":2 [generator] prompt_len: 0 must be at least 1"),
+    ("[matrix]\nrequests = [0]\n", ":2 [matrix] requests: 0 is outside 1..64"),
+    ("[matrix]\nqueue_depth = []\n", ":2 [matrix] queue_depth: must not be empty"),
+    ('[matrix]\ngraphs = ["round"]\n', ":2 [matrix] graphs: 'round' is not one of"),
+    ("[params]\nprefill_chunk = -1\n", ":2 [params] prefill_chunk: must not be negative"),
+    ("[params]\nmax_lanes = 0\n", ":1 [params]: max_lanes 0 outside the batch buckets"),
+    ('[params]\nallocation = "host"\n', ":2 [params] allocation: the matrix cell sets"),
+    ("[params]\nbatch_buckets = [4, 2]\n", ":1 [params]: max_lanes 64 outside the batch buckets;"),
+    ('name = "../../x"\n', ":1 name: '../../x' is not a plain name"),
+    ("seeds = 99999999999\n", ":1 seeds: 99999999999 must be a seed count from 0 to 100,000"),
+    ("seeds = [1]\n", ":1 seeds: must be a seed count or a seed-set string"),
+    ('seeds = "0..9999999,10000000..19999999"\n', ":1 seeds: seed set"),
+    ("bogus = 1\n", ": unknown keys ['bogus']"),
+]
+
+
+@pytest.mark.parametrize(("text", "needle"), PROFILES, ids=[p[1][:40] for p in PROFILES])
+def test_a_bad_profile_is_exit_2_naming_file_line_and_key(
+    tmp_path: Path, text: str, needle: str
+) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text(text)
+    result = CliRunner().invoke(main, ["run", "--profile", str(profile)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tracediff: error: {profile}"), lines
+    assert f"{profile}{needle}" in lines[0], lines[0]
