@@ -177,7 +177,7 @@ class TraceReader:
             if stat.S_ISFIFO(os.stat(self._name).st_mode):
                 # opening a pipe waits for a writer: refuse it before that
                 raise TraceFormatError(
-                    self._name, "is a pipe, not a trace file; save the trace to a file first"
+                    self._name, "cannot be read: it is a pipe; save the trace to a file first"
                 )
             handle = open(self._name, "rb", buffering=_READ_BUFFER)
         except FileNotFoundError:
@@ -185,7 +185,9 @@ class TraceReader:
                 self._name, "cannot be read: the file does not exist; check the path"
             ) from None
         except IsADirectoryError:
-            raise TraceFormatError(self._name, "is a directory, not a trace file") from None
+            raise TraceFormatError(
+                self._name, "cannot be read: it is a directory, not a trace file"
+            ) from None
         except OSError as exc:
             raise TraceFormatError(self._name, f"cannot be read: {exc.strerror or exc}") from None
         with handle:
