@@ -401,3 +401,26 @@ def test_a_damaged_scenario_file_is_a_scenario_error_and_nothing_else() -> None:
             continue
         assert Scenario.from_dict(scenario.to_dict()) == scenario
     assert 0 < refused < 400
+
+
+def test_the_schema_follows_new_columns_and_row_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column or a row kind the model gains is checked by the header's layout alone."""
+    import tracediff.trace.schema as schema
+    from tracediff.sched.record import COLUMNS, PLAN_KEYS
+
+    _, records = _records()
+    monkeypatch.setattr(schema, "PLAN_KEYS", (*PLAN_KEYS, "batches", "window"))
+    columns = {name: tuple(cols) for name, cols in COLUMNS.items()}
+    columns["candidates"] = (*columns["candidates"], "novelty")
+    columns["batches"] = ("size", "label")
+    columns["window"] = ("start", "end")
+    wider = schema.Schema(columns)
+    plan = copy.deepcopy(records[_with_candidates(records)])
+    for row in plan["candidates"]:
+        row.append(0.5)
+    plan["batches"] = [[4, "a"], [8, "b"]]  # a list of rows
+    plan["window"] = [0, 10]  # one row
+    wider.check(plan)
+    plan["batches"] = [[4, "a"], [8]]
+    with pytest.raises(schema.SchemaError, match=r"batches\[1\] has 1 columns"):
+        wider.check(plan)

@@ -218,6 +218,9 @@ COLUMN_KINDS: Final[Mapping[str, Kind]] = {
 # Plan keys that hold one row (or null) rather than a list of rows.
 SINGLE_ROWS: Final = frozenset({"round"})
 NULLABLE_ROWS: Final = frozenset({"round"})
+# Plan keys known to hold a list of rows. A row kind named in neither set (one the model
+# gains later) is read by its shape: null, a list of rows (every item a list), or one row.
+TABLES: Final = frozenset({"eligible", "candidates", "pruned", "probes", "lane_values"})
 # The kind of each plan key that is not a row kind; ``t`` is checked on its own.
 PLAN_KEY_KINDS: Final[Mapping[str, Kind]] = {
     "plan": COUNT,
@@ -331,9 +334,15 @@ class Schema:
         for key in PLAN_KEYS[1:]:
             value = record[key]
             if key in self._rows:
-                if key in SINGLE_ROWS:
-                    if value is None and key in NULLABLE_ROWS:
-                        continue
+                single = key in SINGLE_ROWS or (
+                    key not in TABLES
+                    and type(value) is list
+                    and bool(value)
+                    and any(type(item) is not list for item in value)
+                )
+                if value is None and (key in NULLABLE_ROWS or key not in TABLES | SINGLE_ROWS):
+                    continue
+                if single:
                     self._check_row(key, key, value)
                 else:
                     self._check_table(key, key, value)
