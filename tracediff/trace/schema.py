@@ -15,7 +15,9 @@ than copying it:
 * the trace header's own ``columns`` map, which says how many columns each row of *this*
   trace has (a trace written by another version is checked against what it declares);
 * the small tables below: the kind of value each column and key holds (a column or key
-  they do not name holds any plain value), and the input records the engine writes.
+  they do not name holds any plain value; kinds are in ``kinds.py``), and the keys of the
+  records the engine and the driver write around the plans (a new record type, or a new
+  key of one of them, is added to ``EVENT_KEYS``).
 
 The driver checks every plan and retirement an implementation returns with the same
 :func:`record_problem` before they are recorded, so a trace tracediff wrote always reads
@@ -30,8 +32,7 @@ that fit what the lane was offered. A later trace format replaces this module as
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Final
@@ -45,131 +46,27 @@ from tracediff.sched.record import (
     SOURCE_REFRESH,
     SOURCE_WINNER,
 )
+from tracediff.trace.kinds import (
+    BOOL,
+    COUNT,
+    INT,
+    INTS,
+    LIST_TYPES,
+    NUMBER,
+    NUMBERS,
+    PLAIN,
+    Kind,
+    is_plain,
+    one_of,
+)
 
 TRACE_FORMAT: Final = "tracediff-trace"
 SCHEMA_VERSION: Final = 1
 HEADER_KEYS: Final = ("format", "version", "scenario", "columns")
 
-# Integers in a trace are clocks (µs), counts and ids; 2**53 (285 years of microseconds)
-# keeps each exact as a float too, and refuses the 64-bit extremes a forged file would use
-# to make a loop or an allocation run away.
-INT_LIMIT: Final = 2**53
 VALUE_SHOWN: Final = 40  # characters of a bad value quoted in a message
 
-Check = Callable[[Any], bool]
-ColumnCheck = Callable[[Sequence[Any]], bool]
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A kind of value: a predicate for one value, the words for what it expects, and a
-    fast test of a whole column at once (``zip(*rows)``) that may answer False for a column
-    that is fine (the exact predicate then decides, cell by cell, and names the culprit)."""
-
-    name: str
-    check: Check
-    column_ok: ColumnCheck
-
-
-def _is_int(value: Any) -> bool:
-    return type(value) is int and -INT_LIMIT <= value <= INT_LIMIT
-
-
-def _is_count(value: Any) -> bool:
-    return type(value) is int and 0 <= value <= INT_LIMIT
-
-
-def _is_number(value: Any) -> bool:
-    kind = type(value)
-    if kind is float:
-        return math.isfinite(value)
-    return kind is int and -INT_LIMIT <= value <= INT_LIMIT
-
-
-def _is_plain(value: Any) -> bool:
-    """JSON's data model: what ``show --jsonl`` can print and every reader can walk."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is list:
-            stack.extend(item)
-        elif kind is dict:
-            if any(type(key) is not str for key in item):
-                return False
-            stack.extend(item.values())
-        elif kind is float:
-            if not math.isfinite(item):
-                return False
-        elif kind is int:
-            if not -INT_LIMIT <= item <= INT_LIMIT:
-                return False
-        elif item is not None and kind is not bool and kind is not str:
-            return False
-    return True
-
-
-# Column-at-once tests: each does a handful of C-level passes over the column, which is what
-# lets the driver check every plan an implementation returns at a few percent of its cost.
-_INT_TYPES: Final = frozenset({int})
-_FLOAT_TYPES: Final = frozenset({float})
-_LIST_TYPES: Final = frozenset({list})
-_BOOL_TYPES: Final = frozenset({bool})
-
-
-def _ints_ok(column: Sequence[Any], low: int = -INT_LIMIT) -> bool:
-    if not column:
-        return True
-    return set(map(type, column)) <= _INT_TYPES and min(column) >= low and max(column) <= INT_LIMIT
-
-
-def _counts_ok(column: Sequence[Any]) -> bool:
-    return _ints_ok(column, 0)
-
-
-def _numbers_ok(column: Sequence[Any]) -> bool:
-    types = set(map(type, column))
-    if types <= _FLOAT_TYPES:
-        return all(map(math.isfinite, column))
-    return types <= _INT_TYPES and _ints_ok(column)
-
-
-def _bools_ok(column: Sequence[Any]) -> bool:
-    return set(map(type, column)) <= _BOOL_TYPES
-
-
-def _lists_of(inner: ColumnCheck) -> ColumnCheck:
-    def ok(column: Sequence[Any]) -> bool:
-        return set(map(type, column)) <= _LIST_TYPES and inner(list(chain.from_iterable(column)))
-
-    return ok
-
-
-def _per_value(check: Check) -> ColumnCheck:
-    return lambda column: all(map(check, column))
-
-
-def _kind(name: str, check: Check, column_ok: ColumnCheck | None = None) -> Kind:
-    return Kind(name, check, column_ok or _per_value(check))
-
-
-INT = _kind("an integer", _is_int, _ints_ok)
-COUNT = _kind("a non-negative integer", _is_count, _counts_ok)
-NUMBER = _kind("a finite number", _is_number, _numbers_ok)
-BOOL = _kind("true or false", lambda v: type(v) is bool, _bools_ok)
-INTS = _kind(
-    "a list of integers",
-    lambda v: type(v) is list and all(_is_int(x) for x in v),
-    _lists_of(_ints_ok),
-)
-NUMBERS = _kind(
-    "a list of finite numbers",
-    lambda v: type(v) is list and all(_is_number(x) for x in v),
-    _lists_of(_numbers_ok),
-)
-SOURCES = (SOURCE_WINNER, SOURCE_PROBE, SOURCE_REFRESH)
-SOURCE = _kind(f"one of {list(SOURCES)}", lambda v: type(v) is str and v in SOURCES)
-PLAIN = _kind("a plain value (no bytes, no non-finite floats)", _is_plain)
+SOURCE = one_of((SOURCE_WINNER, SOURCE_PROBE, SOURCE_REFRESH))
 
 # The kind of each column, by name (a name means the same in every row that has it). A
 # column not named here holds any plain value; a column whose name is itself a row kind in
@@ -285,7 +182,7 @@ class Layout:
 @dataclass(frozen=True)
 class Schema:
     """The row layout a trace declares (its header's ``columns``), checked against this
-    version's plan keys; :meth:`problem` checks one decoded record."""
+    version's plan keys; :meth:`check` checks one decoded record."""
 
     columns: Mapping[str, tuple[str, ...]]
     # (column name, kind or None for a nested row kind) per row kind, built once
@@ -390,7 +287,7 @@ class Schema:
         (or finds none: the fast path may refuse what the exact check accepts)."""
         if not rows:
             return True
-        if set(map(type, rows)) != _LIST_TYPES or set(map(len, rows)) != {layout.width}:
+        if set(map(type, rows)) != LIST_TYPES or set(map(len, rows)) != {layout.width}:
             return False
         columns = list(zip(*rows, strict=True))
         for kind, positions in layout.groups:
@@ -403,7 +300,7 @@ class Schema:
         for position, name in layout.nested:
             nested = self._rows.get(name)
             values = columns[position]
-            if nested is None or set(map(type, values)) != _LIST_TYPES:
+            if nested is None or set(map(type, values)) != LIST_TYPES:
                 return False
             if not self._rows_ok(list(chain.from_iterable(values)), nested):
                 return False
@@ -482,7 +379,7 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
     scenario_data = header["scenario"]
     if type(scenario_data) is not dict:
         raise fail(f"scenario is {type(scenario_data).__name__}, expected a map")
-    if not _is_plain(header):
+    if not is_plain(header):
         raise fail("holds a value JSON cannot hold (bytes, a non-finite float or a huge int)")
     try:
         scenario = Scenario.from_dict(scenario_data)
