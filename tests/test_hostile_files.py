@@ -125,7 +125,8 @@ DAMAGE: list[tuple[str, Any, str]] = [
     ("a string for a clock", _set(lambda r: 0, "now", value="x"), "now is str 'x'"),
     ("bytes in a row", _set(_with_candidates, "candidates", 0, 8, value=b"\x00"), "bytes"),
     ("NaN value", _set(_with_candidates, "candidates", 0, 10, value=math.nan), "finite"),
-    ("a 64-bit int", _set(_with_candidates, "candidates", 0, 0, value=2**64 - 1), "integer"),
+    ("a boolean for an id", _set(_with_candidates, "candidates", 0, 0, value=True), "bool True"),
+    ("a 64-bit verified count", _set(_completion, "lanes", 0, 1, value=2**64 - 1), "exceeds"),
     ("a row cut short", _set(_with_candidates, "candidates", 0, value=[0, 1]), "2 columns"),
     ("a scalar for rows", _set(_with_candidates, "pruned", value=3), "list of rows"),
     ("wrong nesting", _set(_with_round, "round", 6, value=[1, 2]), "round.lanes[0]"),
@@ -148,6 +149,11 @@ DAMAGE: list[tuple[str, Any, str]] = [
         "params.max_lanes is str 'x'",
     ),
     ("another schema version", _header(lambda h: h.__setitem__("version", 9)), "version 9"),
+    (
+        "a 64-bit seed",
+        _header(lambda h: h["scenario"].__setitem__("seed", 2**64 - 1)),
+        "beyond the ±2**53",
+    ),
 ]
 
 
@@ -215,6 +221,29 @@ class NaNScheduler(ReferenceScheduler):
         if record["plan"] == 2 and record["candidates"]:
             record["candidates"][0][10] = math.nan
         return record
+
+
+class TupleScheduler(ReferenceScheduler):
+    """Returns its rows as tuples and its floats as a float subclass: the same bytes."""
+
+    def plan(self, now: int) -> dict[str, Any]:
+        record = super().plan(now)
+        for key in ("eligible", "candidates", "pruned", "probes", "lane_values"):
+            record[key] = tuple(
+                tuple(_Float(v) if type(v) is float else v for v in row) for row in record[key]
+            )
+        return record
+
+
+class _Float(float):
+    pass
+
+
+def test_rows_as_tuples_and_float_subclasses_are_the_same_record() -> None:
+    specs = (parse_impl("reference"), parse_impl("tests.test_hostile_files:TupleScheduler"))
+    scenarios = [generate(load_profile("quick"), seed) for seed in (SEED, 8)]
+    results = run_scenarios(scenarios, RunOptions(impls=specs, jobs=1)).results
+    assert [r.status for r in results] == ["identical", "identical"], results[0].message
 
 
 class StringRetireScheduler(ReferenceScheduler):

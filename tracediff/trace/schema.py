@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import itemgetter
 from typing import Any, Final
 
 from tracediff.errors import ScenarioError, TraceFormatError
@@ -47,15 +48,16 @@ from tracediff.sched.record import (
     SOURCE_WINNER,
 )
 from tracediff.trace.kinds import (
+    ARRAY_TYPES,
     BOOL,
     COUNT,
     INT,
     INTS,
-    LIST_TYPES,
     NUMBER,
     NUMBERS,
     PLAIN,
     Kind,
+    is_array,
     is_plain,
     one_of,
 )
@@ -146,6 +148,8 @@ EVENT_KEY_KINDS: Final[Mapping[str, Kind]] = {
     "requests": INTS,
 }
 RECORD_TYPES: Final = ("plan", *EVENT_KEYS)
+# How a plan key is checked (compared by identity in the hot loop).
+_VALUE, _TABLE, _ROW, _ROW_OR_NULL, _BY_SHAPE = "value", "table", "row", "row or null", "shape"
 
 
 class SchemaError(ValueError):
@@ -176,7 +180,11 @@ class Layout:
                 self.nested.append((position, name))
             else:
                 groups.setdefault(id(kind), (kind, []))[1].append(position)
-        self.groups = [(kind, tuple(positions)) for kind, positions in groups.values()]
+        # each kind's columns, picked out of the transposed table by one C call
+        self.groups = [
+            (kind, positions[0] if len(positions) == 1 else None, itemgetter(*positions))
+            for kind, positions in groups.values()
+        ]
 
 
 @dataclass(frozen=True)
@@ -187,10 +195,20 @@ class Schema:
     columns: Mapping[str, tuple[str, ...]]
     # (column name, kind or None for a nested row kind) per row kind, built once
     _rows: dict[str, Layout] = field(default_factory=dict, repr=False, compare=False)
+    # how each plan key after ``t`` is checked: (key, how, kind), how one of _HOW
+    _plan: list[tuple[str, str, Kind]] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, cols in self.columns.items():
             self._rows[name] = Layout(tuple((col, self._kind_of(name, col)) for col in cols))
+        for key in PLAN_KEYS[1:]:
+            if key not in self._rows:
+                how = _VALUE
+            elif key in SINGLE_ROWS:
+                how = _ROW_OR_NULL if key in NULLABLE_ROWS else _ROW
+            else:
+                how = _TABLE if key in TABLES else _BY_SHAPE
+            self._plan.append((key, how, PLAN_KEY_KINDS.get(key, PLAIN)))
 
     def _kind_of(self, row: str, column: str) -> Kind | None:
         """A column's kind; None when it holds nested rows (a row kind of its own)."""
@@ -205,12 +223,12 @@ class Schema:
 
     def check(self, record: Any) -> None:
         """Raise :class:`SchemaError` if ``record`` breaks the schema."""
-        if type(record) is not dict:
+        if not isinstance(record, dict):
             raise SchemaError(f"a record is a {type(record).__name__}, expected a map")
         kind = record.get("t")
         if kind == "plan":
             self._check_plan(record)
-        elif type(kind) is str and kind in EVENT_KEYS:
+        elif isinstance(kind, str) and kind in EVENT_KEYS:
             self._check_event(kind, record)
         else:
             raise SchemaError(f"record type {_shown(kind)} is not one of {list(RECORD_TYPES)}")
@@ -228,25 +246,21 @@ class Schema:
 
     def _check_plan(self, record: dict[str, Any]) -> None:
         self._check_keys("plan", record, PLAN_KEYS)
-        for key in PLAN_KEYS[1:]:
+        for key, how, kind in self._plan:
             value = record[key]
-            if key in self._rows:
-                single = key in SINGLE_ROWS or (
-                    key not in TABLES
-                    and type(value) is list
-                    and bool(value)
-                    and any(type(item) is not list for item in value)
-                )
-                if value is None and (key in NULLABLE_ROWS or key not in TABLES | SINGLE_ROWS):
-                    continue
-                if single:
-                    self._check_row(key, key, value)
-                else:
+            if how is _VALUE:
+                if not kind.check(value):
+                    raise _bad(key, value, kind)
+            elif how is _TABLE:
+                self._check_table(key, key, value)
+            elif how is _ROW or (how is _ROW_OR_NULL and value is not None):
+                self._check_row(key, key, value)
+            elif how is _BY_SHAPE and value is not None:
+                # a row kind this version does not know: a list of rows, or one row
+                if is_array(value) and all(is_array(item) for item in value):
                     self._check_table(key, key, value)
-                continue
-            kind = PLAN_KEY_KINDS.get(key, PLAIN)
-            if not kind.check(value):
-                raise _bad(key, value, kind)
+                else:
+                    self._check_row(key, key, value)
 
     def _check_event(self, kind: str, record: dict[str, Any]) -> None:
         self._check_keys(kind, record, EVENT_KEYS[kind])
@@ -267,7 +281,7 @@ class Schema:
         self._check_rows(where, value, self._rows[name])
 
     def _check_rows(self, where: str, value: Any, layout: Layout) -> None:
-        if type(value) is not list:
+        if not is_array(value):
             raise SchemaError(
                 f"{where} is {type(value).__name__} {_shown(value)}, expected a list of rows"
             )
@@ -287,27 +301,27 @@ class Schema:
         (or finds none: the fast path may refuse what the exact check accepts)."""
         if not rows:
             return True
-        if set(map(type, rows)) != LIST_TYPES or set(map(len, rows)) != {layout.width}:
+        if not set(map(type, rows)) <= ARRAY_TYPES or set(map(len, rows)) != {layout.width}:
             return False
-        columns = list(zip(*rows, strict=True))
-        for kind, positions in layout.groups:
-            if len(positions) == 1:
-                values: Sequence[Any] = columns[positions[0]]
+        columns = list(zip(*rows, strict=False))  # the widths were checked just above
+        for kind, single, pick in layout.groups:
+            if single is not None:
+                values: Sequence[Any] = columns[single]
             else:
-                values = list(chain.from_iterable(columns[p] for p in positions))
+                values = list(chain.from_iterable(pick(columns)))
             if not kind.column_ok(values):
                 return False
         for position, name in layout.nested:
             nested = self._rows.get(name)
             values = columns[position]
-            if nested is None or set(map(type, values)) != LIST_TYPES:
+            if nested is None or not set(map(type, values)) <= ARRAY_TYPES:
                 return False
             if not self._rows_ok(list(chain.from_iterable(values)), nested):
                 return False
         return True
 
     def _check_layout(self, where: str, row: Any, layout: Layout) -> None:
-        if type(row) is not list:
+        if not is_array(row):
             raise SchemaError(
                 f"{where} is {type(row).__name__} {_shown(row)}, expected a row "
                 f"of {layout.width} columns"
@@ -361,11 +375,11 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
     if missing:
         raise fail(f"lacks {missing}")
     columns = header["columns"]
-    if type(columns) is not dict:
+    if not isinstance(columns, dict):
         raise fail(f"columns is {type(columns).__name__}, expected a map of row kinds")
     declared: dict[str, tuple[str, ...]] = {}
     for kind, cols in columns.items():
-        if type(cols) is not list or not all(type(c) is str for c in cols):
+        if not is_array(cols) or not all(isinstance(c, str) for c in cols):
             raise fail(f"columns[{kind!r}] is {_shown(cols)}, expected a list of column names")
         if len(set(cols)) != len(cols) or not cols:
             raise fail(f"columns[{kind!r}] {_shown(cols)} is empty or repeats a column")
@@ -377,7 +391,7 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
         if key in declared and key in PLAN_KEY_KINDS:
             raise fail(f"columns declares rows for {key!r}, which holds a single value")
     scenario_data = header["scenario"]
-    if type(scenario_data) is not dict:
+    if not isinstance(scenario_data, dict):
         raise fail(f"scenario is {type(scenario_data).__name__}, expected a map")
     if not is_plain(header):
         raise fail("holds a value JSON cannot hold (bytes, a non-finite float or a huge int)")
