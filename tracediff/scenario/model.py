@@ -199,21 +199,18 @@ class Scenario:
             problems.append("batch_buckets must be strictly increasing")
         if list(p.token_buckets) != sorted(set(p.token_buckets)) or not p.token_buckets:
             problems.append("token_buckets must be strictly increasing")
-        # Scenarios also come from files: a negative cost or chunk would send the simulated
-        # clock backwards, a probability above 1 means nothing.
+        # Scenarios also come from files: a negative cost, duration or count would send the
+        # simulated clock backwards or a loop below zero.
         negative = [
-            f.name
-            for f in dataclasses.fields(p)
-            if isinstance(getattr(p, f.name), int | float) and getattr(p, f.name) < 0
+            f"{part}.{f.name}"
+            for part, values in (("params", p), ("truth", self.truth))
+            for f in dataclasses.fields(values)
+            if isinstance(getattr(values, f.name), int | float) and getattr(values, f.name) < 0
         ]
-        if negative or any(min(shape, default=0) < 0 for shape in p.eager_shapes):
-            problems.append(f"params {negative or ['eager_shapes']} must not be negative")
-        if p.prefill_chunk < 1:
-            problems.append("prefill_chunk must be at least 1")
-        truth = dataclasses.asdict(self.truth)
-        outside = [name for name, value in truth.items() if not 0.0 <= value <= 1.0]
-        if outside:
-            problems.append(f"truth {outside} must lie in [0, 1]")
+        if any(min(shape, default=0) < 0 for shape in p.eager_shapes):
+            negative.append("params.eager_shapes")
+        if negative:
+            problems.append(f"{negative} must not be negative")
         if p.verify_budget < 1:
             problems.append("verify_budget must be at least 1")
         if p.token_buckets and p.token_buckets[0] <= MAX_DRAFT:
