@@ -453,3 +453,19 @@ def test_the_schema_follows_new_columns_and_row_kinds(monkeypatch: pytest.Monkey
     plan["batches"] = [[4, "a"], [8]]
     with pytest.raises(schema.SchemaError, match=r"batches\[1\] has 1 columns"):
         wider.check(plan)
+
+
+def test_names_from_files_are_printed_as_text_not_console_markup(tmp_path: Path) -> None:
+    """A profile or an implementation called "[/bold]" once made rich raise (exit 3)."""
+    header, records = _records()
+    header["scenario"]["profile"] = "[/bold]"
+    a = tmp_path / "a.trace"
+    a.write_bytes(
+        trace_bytes(encode(header), [encode(r) for r in records], {"implementation": "[/x]"})
+    )
+    records[-1]["now"] += 1
+    b = _write(tmp_path / "b.trace", header, records)
+    shown = invoke(["show", str(a)])
+    assert shown.exit_code == 0 and "[/bold]" in shown.output and "[/x]" in shown.output
+    differ = invoke(["diff", str(a), b])
+    assert differ.exit_code == 1 and "[/bold]" in differ.output, differ.output

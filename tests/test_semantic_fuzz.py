@@ -226,7 +226,7 @@ def commands(base: Base, damaged: Path, rng: random.Random) -> list[tuple[str, l
         ("show", ["show", b]),
         ("show --jsonl", ["show", "--jsonl", b]),
         ("show --plan", ["show", "--plan", plan, b]),
-        ("diff", ["diff", a, b]),
+        ("diff", ["diff", b, a]),  # the damaged trace first: its names head the report
         ("diff --format json", ["diff", "--format", "json", a, b]),
         ("diff --format html", ["diff", "--format", "html", b, a]),
         ("replay", ["replay", b, "--impl", "reference"]),
