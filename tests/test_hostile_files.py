@@ -150,6 +150,21 @@ DAMAGE: list[tuple[str, Any, str]] = [
     ),
     ("another schema version", _header(lambda h: h.__setitem__("version", 9)), "version 9"),
     (
+        "rounds that cost nothing",  # the reference divided by zero: once blamed on it
+        _header(lambda h: h["scenario"]["params"].update(base_us=0, lane_us=0, token_us=0)),
+        "a round costs time",
+    ),
+    (
+        "a negative batch bucket",  # found by the long semantic fuzz: a division by zero
+        _header(lambda h: h["scenario"]["params"]["batch_buckets"].__setitem__(0, -99)),
+        "['params.batch_buckets'] must not be negative",
+    ),
+    (
+        "no prior weight",
+        _header(lambda h: h["scenario"]["params"].update(prior_weight=0.0)),
+        "prior_weight must be above 0",
+    ),
+    (
         "a 64-bit seed",
         _header(lambda h: h["scenario"].__setitem__("seed", 2**64 - 1)),
         "beyond the ±2**53",

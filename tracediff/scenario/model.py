@@ -205,12 +205,20 @@ class Scenario:
             f"{part}.{f.name}"
             for part, values in (("params", p), ("truth", self.truth))
             for f in dataclasses.fields(values)
-            if isinstance(getattr(values, f.name), int | float) and getattr(values, f.name) < 0
+            if _below_zero(getattr(values, f.name))
         ]
-        if any(min(shape, default=0) < 0 for shape in p.eager_shapes):
-            negative.append("params.eager_shapes")
         if negative:
             problems.append(f"{negative} must not be negative")
+        # What the formulas divide by (sched/formulas.py): a zero there is a file that makes
+        # every implementation raise, which replay would otherwise report as their fault.
+        if not p.prior_weight > 0:
+            problems.append("prior_weight must be above 0 (acceptance estimates divide by it)")
+        if min(p.batch_buckets, default=1) < 1 or min(p.token_buckets, default=1) < 1:
+            problems.append("batch_buckets and token_buckets must be at least 1")
+        if p.prefill_bonus_period_us < 1:
+            problems.append("prefill_bonus_period_us must be at least 1")
+        if p.base_us + p.lane_us + p.token_us < 1:
+            problems.append("base_us + lane_us + token_us must be at least 1 (a round costs time)")
         if p.verify_budget < 1:
             problems.append("verify_budget must be at least 1")
         if p.token_buckets and p.token_buckets[0] <= MAX_DRAFT:
@@ -245,6 +253,13 @@ class Scenario:
             raise ScenarioError(
                 f"scenario {self.profile}:{self.seed} is invalid: " + "; ".join(problems)
             )
+
+
+def _below_zero(value: Any) -> bool:
+    """A number below zero, or a tuple (of tuples) holding one."""
+    if isinstance(value, tuple):
+        return any(_below_zero(item) for item in value)
+    return isinstance(value, int | float) and value < 0
 
 
 @dataclass(frozen=True)
