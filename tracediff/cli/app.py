@@ -198,6 +198,8 @@ def _executor_spec(text: str) -> Any:
 
         _distributed(spec.text)  # the missing extra is bad input: say so before any work
     return spec
+
+
 # A scenario's seed (--seed): what the profiles' seed sets allow (parse_seeds).
 SEED = click.IntRange(0, 2**53 - 1)
 MAX_JOBS = 1024  # worker processes; far beyond any machine's cores, short of a fork bomb

@@ -31,8 +31,8 @@ from tracediff.cli.app import (
     _scenarios,
     check_context,
     check_output_file,
-    executor_option,
     check_seconds,
+    executor_option,
     exit_interrupted,
     main,
 )

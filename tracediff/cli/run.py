@@ -36,8 +36,8 @@ from tracediff.cli.app import (
     check_memory,
     check_output_dir,
     check_output_file,
-    executor_option,
     check_seconds,
+    executor_option,
     exit_interrupted,
     main,
 )
