@@ -32,6 +32,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("run", ["run", "--timeout", "1e300"], "at most a week"),
     ("run", ["run", "--seeds", HUGE], "is too large"),
     ("run", ["run", "--seeds", "0..9999999,10000000..19999999"], "is too large"),
+    ("run", ["run", "--seeds", "0..100000"], "tracediff campaign streams up to 10,000,000"),
     ("run", ["run", "--seeds", "1e5"], "bad seed set"),
     ("run", ["run", "--memory-limit", "99999999999999999999"], "at most 1073741824 MB"),
     ("run", ["run", "--memory-limit", "-1"], "positive number of megabytes"),
@@ -131,6 +132,20 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("coverage", ["coverage", "-j", "0"], "-j/--jobs must be at least 1"),
     ("coverage", ["coverage", "--json", ""], "--json: the path is empty"),
     ("coverage", ["coverage", "--profile", ""], "the profile name is empty"),
+    # campaign
+    *[("campaign", ["campaign", "--out", "c", "--timeout", v], w) for v, w in TIMES],
+    ("campaign", ["campaign"], "campaign needs --out DIR"),
+    ("campaign", ["campaign", "--out", ""], "--out: the path is empty"),
+    ("campaign", ["campaign", "--out", "c", "--seeds", HUGE], "is too large"),
+    ("campaign", ["campaign", "--out", "c", "--seeds", "0..99999999"], "over 10,000,000 seeds"),
+    ("campaign", ["campaign", "--out", "c", "--memory-limit", HUGE], "at most 1073741824 MB"),
+    ("campaign", ["campaign", "--out", "c", "--context", HUGE], "--context must be at most"),
+    ("campaign", ["campaign", "--out", "c", "--max-failures", "0"], "must be at least 1"),
+    ("campaign", ["campaign", "--out", "c", "--profile", ""], "the profile name is empty"),
+    ("campaign report", ["campaign", "report"], "Missing argument 'DIRECTORY'"),
+    ("campaign report", ["campaign", "report", "{dir}"], "no campaign here"),
+    ("campaign report", ["campaign", "report", "{trace}"], "is a file"),
+    ("campaign report", ["campaign", "report", "{dir}", "--json", ""], "the path is empty"),
     # bench
     ("bench", ["bench", "--repeats", "0"], "repeats must be at least 1"),
     ("bench", ["bench", "--requests", "x"], "give counts like"),
@@ -168,8 +183,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_every_command_is_covered() -> None:
     names = set()
     for name, command in main.commands.items():
-        subcommands = getattr(command, "commands", None)
-        names.update(f"{name} {sub}" for sub in subcommands) if subcommands else names.add(name)
+        subcommands = getattr(command, "commands", None) or {}
+        names.update(f"{name} {sub}" for sub in subcommands)
+        if not subcommands or getattr(command, "invoke_without_command", False):
+            names.add(name)  # a command, or a group that runs on its own too
     assert names == {command for command, _, _ in ROWS}
 
 

@@ -346,15 +346,17 @@ def _check_params(given: Any, name: str, where: _Where) -> dict[str, Any]:
 
 _SEED_PART = re.compile(r"^\s*(\d+)\s*(?:(?:\.\.|-)\s*(\d+)\s*)?$")
 MAX_SEED = 2**53 - 1  # seeds go into trace headers, where integers stay within ±2**53
-# One command builds every scenario of its seed set before it starts; more than this many
-# would take hours to build and more memory than a machine has, so they are refused up front.
+# run, gate, selfcheck... build every scenario of their seed set before they start; more
+# than this many would take hours to build and more memory than a machine has, so they are
+# refused up front. A campaign builds its scenarios one at a time: it may name more.
 MAX_SEEDS = 100_000
+MAX_CAMPAIGN_SEEDS = 10_000_000
 
 
-def parse_seeds(text: str) -> tuple[int, ...]:
+def parse_seeds(text: str, limit: int = MAX_SEEDS) -> tuple[int, ...]:
     """Seeds from "0..1055", "3,7,9", "0..9,20..29": ascending, without duplicates.
 
-    Each seed is at most MAX_SEED, and the set at most MAX_SEEDS seeds, counted before any
+    Each seed is at most MAX_SEED, and the set at most ``limit`` seeds, counted before any
     is built (so a set of ten billion seeds fails at once rather than filling memory).
     """
     ranges: list[tuple[int, int]] = []
@@ -377,11 +379,14 @@ def parse_seeds(text: str) -> tuple[int, ...]:
         if high < low:
             raise UsageError(f"bad seed range {part.strip()!r}: {high} < {low}")
         total += high - low + 1
-        if total > MAX_SEEDS:
-            raise UsageError(
-                f"seed set {text!r:.60} is too large: over {MAX_SEEDS:,} seeds; one command runs "
-                "at most that many (split the set across commands; --resume DIR combines runs)"
+        if total > limit:
+            instead = (
+                "split the set across campaigns"
+                if limit >= MAX_CAMPAIGN_SEEDS
+                else "tracediff campaign streams up to "
+                f"{MAX_CAMPAIGN_SEEDS:,}, or split the set (--resume DIR combines runs)"
             )
+            raise UsageError(f"seed set {text!r:.60} is too large: over {limit:,} seeds; {instead}")
         ranges.append((low, high))
     seeds: set[int] = set()
     for low, high in ranges:
