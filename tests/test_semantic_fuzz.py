@@ -140,10 +140,12 @@ def _nudge(rng: random.Random, root: Any, path: Path_) -> None:
     """A plausible wrong number: the kind of damage only consistency checks can see."""
     parent = _parent(root, path)
     value = parent[path[-1]]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        parent[path[-1]] = _hostile(rng)
-    else:
-        parent[path[-1]] = value + rng.choice((-100, -2, -1, 1, 2, 3, 9, 1000))
+    nudged = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        nudged = value + rng.choice((-100, -2, -1, 1, 2, 3, 9, 1000))
+    if nudged is None or (isinstance(nudged, int) and not -(2**63) <= nudged < 2**64):
+        nudged = _hostile(rng)  # msgpack holds 64-bit integers: a file cannot hold more
+    parent[path[-1]] = nudged
 
 
 def _delete(rng: random.Random, root: Any, path: Path_) -> None:
