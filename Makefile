@@ -45,9 +45,11 @@ native: setup
 	$(BIN)/tracediff golden check --profile quick --impl 'native=exec:$(NATIVE)'
 	$(BIN)/tracediff bench --impl optimized --impl 'native=exec:$(NATIVE)'
 
-# The trace reader's fuzz test in its long mode (20 000 corruptions; CI runs 300).
+# The trace fuzz tests in their long mode: 20 000 corrupted framings (CI runs 300), and
+# 100 000 commands on traces with valid frames and damaged content (CI runs 210).
 fuzz-long: setup
 	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_trace_fuzz.py -m slow -k long -p no:cacheprovider --hypothesis-show-statistics
+	TRACEDIFF_FUZZ_LONG=1 $(BIN)/python -m pytest tests/test_semantic_fuzz.py -m slow -k long -p no:cacheprovider -s
 
 # What CI's equivalence gate runs: the regression corpus, then the quick profile (one run)
 # and its golden digests.

@@ -169,7 +169,7 @@ def test_memory_limit_turns_a_hog_into_a_memory_error_finding(tmp_path: Path) ->
         ("WrongKeysScheduler", "plan 2: malformed plan record: keys"),
         ("NotADictScheduler", "plan 2: malformed plan record: keys list"),
         ("BadRoundScheduler", "plan 2: malformed round"),
-        ("UnencodableScheduler", "cannot be encoded: TypeError"),
+        ("UnencodableScheduler", "plan 2: malformed plan record: credit_after is object"),
         ("ExitScheduler", "called sys.exit(3)"),
     ],
 )

@@ -164,8 +164,14 @@ def test_cli_shrink_save_writes_the_corpus_and_repro(
     assert f"tracediff shrink --scenario {saved.relative_to(tmp_path)}" in result.output
     assert "tracediff replay traces/quick-12-reference.trace" in result.output
     assert json.loads((tmp_path / "out.json").read_text())["after"]["requests"] == 1
-    again = CliRunner().invoke(main, ["shrink", "--scenario", str(saved), "--timeout-s", "10"])
-    assert again.exit_code == 1, again.output  # the saved impls are the default
+    refused = CliRunner().invoke(main, ["shrink", "--scenario", str(saved), "--timeout-s", "10"])
+    assert refused.exit_code == 2, refused.output  # a data file does not choose code to import
+    assert f"confirm with --impl reference --impl {SKEWED.name}" in refused.stderr
+    confirmed = ["--impl", "reference", "--impl", SKEWED.name]
+    again = CliRunner().invoke(
+        main, ["shrink", "--scenario", str(saved), "--timeout-s", "10", *confirmed]
+    )
+    assert again.exit_code == 1, again.output
     assert "credit_after" in again.output
 
 

@@ -104,7 +104,8 @@ def test_a_profile_with_unknown_keys_names_them(tmp_path: Path) -> None:
     bad = tmp_path / "odd.toml"
     bad.write_text('name = "odd"\nseeds = 4\n[matrix]\nrequest = [1]\n')
     assert_one_line_exit_2(
-        invoke(["run", "--profile", str(bad)]), f"{bad} [matrix]: unknown keys ['request']"
+        invoke(["run", "--profile", str(bad)]),
+        f"{bad}:4 [matrix] request: unknown keys ['request']",
     )
 
 

@@ -31,19 +31,37 @@ TEMP_SUFFIX = ".tmp"
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Yield a binary file; on clean exit it replaces ``path`` atomically, else vanishes."""
+    """Yield a binary file; on clean exit it replaces ``path`` atomically, else vanishes.
+
+    A failure to write (a full disk, a quota, an I/O error) is an :class:`OutputError`
+    naming ``path``: the operating system's own message names no file.
+    """
     target = Path(path)
     directory = target.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=directory)
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=directory
+        )
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fchmod(handle.fileno(), _final_mode(target))
-            os.fsync(handle.fileno())
+            try:
+                yield handle
+            except OSError as exc:
+                # writes to the handle fail without a file name; other files' errors keep theirs
+                if exc.filename is not None:
+                    raise
+                raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
+            try:
+                handle.flush()
+                os.fchmod(handle.fileno(), _final_mode(target))
+                os.fsync(handle.fileno())
+            except OSError as exc:
+                raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
         os.replace(tmp_name, target)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
     fsync_directory(directory)

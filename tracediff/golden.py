@@ -58,6 +58,7 @@ from tracediff.executor import (
     open_executor,
     time_limit,
 )
+from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec, load, parse_impl
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
@@ -184,8 +185,9 @@ def parse_manifest(data: Any, path: str) -> Manifest:
             scenarios=entries,
             traces=tuple(int(s) for s in data.get("traces", ())),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceFormatError(path, f"malformed golden manifest: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        # a row that is no object, a count of inf or "x": the file's fault, named
+        raise TraceFormatError(path, f"malformed golden manifest: {exc!r:.200}") from None
     if len({e.seed for e in entries}) != len(entries):
         raise TraceFormatError(path, "malformed golden manifest: a seed appears twice")
     return manifest
@@ -207,11 +209,11 @@ def read_manifest(path: str | Path) -> Manifest:
 
 
 def manifest_path(golden_dir: str | Path, profile: str) -> Path:
-    return Path(golden_dir) / f"{profile}.json"
+    return inside(golden_dir, f"{component(profile)}.json", what="golden manifest")
 
 
 def trace_path(golden_dir: str | Path, profile: str, seed: int) -> Path:
-    return Path(golden_dir) / "traces" / f"{profile}-{seed}.trace"
+    return inside(golden_dir, "traces", f"{component(profile, seed)}.trace", what="golden trace")
 
 
 def _pending(path: Path) -> Path:
@@ -835,9 +837,12 @@ def _explain_reference_change(
 
 
 def _record_at(reader: TraceReader, index: int) -> dict[str, Any] | None:
-    for i, record in enumerate(reader.decoded_records(), start=1):
-        if i == index:
-            return record
+    """The golden trace's record at body ``index``, checked against the trace schema."""
+    from tracediff.trace.schema import checked_records
+
+    for checked in checked_records(reader):
+        if checked.index == index:
+            return checked.record
     return None
 
 
@@ -883,8 +888,8 @@ def gate_step(
 
         root = Path(artifacts)
         root.mkdir(parents=True, exist_ok=True)
-        safe = impl_spec.name.replace(":", "_").replace("/", "_")
-        report = root / f"golden-{outcome.profile}-{safe}.json"
+        name = component("golden", outcome.profile, impl_spec.name)
+        report = inside(root, f"{name}.json", what="--artifacts")
         write_text_atomic(report, json.dumps(outcome.to_dict(), indent=1) + "\n")
         outcome = dataclasses.replace(outcome, artifacts=(*outcome.artifacts, str(report)))
     return outcome

@@ -39,7 +39,7 @@ from typing import Any
 
 from tracediff import __version__
 from tracediff.atomic import fsync_directory
-from tracediff.errors import JournalError
+from tracediff.errors import JournalError, OutputError
 from tracediff.scenario.model import Scenario
 from tracediff.trace import encode
 
@@ -112,7 +112,7 @@ class Journal:
                 os.ftruncate(fd, good_size)
                 os.fsync(fd)
             if os.fstat(fd).st_size == 0:
-                _append(fd, identity.header())
+                _append(fd, identity.header(), path)
                 fsync_directory(path.parent)
         except BaseException:
             os.close(fd)
@@ -136,7 +136,7 @@ class Journal:
             "seed": scenario.seed,
             "digest": digest or scenario_digest(scenario),
         }
-        _append(self._fd, {"key": key, "result": result})
+        _append(self._fd, {"key": key, "result": result}, self.path)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -165,13 +165,17 @@ def _lock(fd: int, path: Path) -> None:
         ) from None
 
 
-def _append(fd: int, value: dict[str, Any]) -> None:
+def _append(fd: int, value: dict[str, Any], path: Path) -> None:
     data = (json.dumps(value, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
     view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-    os.fsync(fd)
+    try:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as exc:
+        # a full disk mid-run: name the file (a torn line is dropped on --resume)
+        raise OutputError(f"{path}: cannot append to the journal: {exc.strerror or exc}") from None
 
 
 def _load(

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from tracediff.errors import ScenarioError, TraceFormatError, UsageError
+from tracediff.filenames import component, inside
 from tracediff.scenario.model import Scenario
 
 DEFAULT_DIR = "scenarios/regressions"
@@ -77,6 +78,6 @@ def save_scenario(scenario: Scenario, directory: str | Path) -> Path:
 
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{scenario.profile}-{scenario.seed}.json"
+    path = inside(root, f"{component(scenario.profile, scenario.seed)}.json", what="corpus")
     write_text_atomic(str(path), json.dumps(scenario.to_dict(), indent=1) + "\n")
     return path

@@ -28,11 +28,12 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.errors import ScenarioError, SchedulerFault, TraceFormatError
+from tracediff.errors import SchedulerFault, TraceFormatError
 from tracediff.impls import ImplSpec, load
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
-from tracediff.trace import TraceReader, decode, encode
+from tracediff.trace import TraceReader, encode
+from tracediff.trace.schema import Schema, TraceChecker, checked_records, header_schema
 
 MATCH, MISMATCH, ERROR = "match", "mismatch", "error"
 INPUT_TYPES = ("arrival", "completion")
@@ -116,14 +117,9 @@ class ReplayResult:
 
 
 def scenario_from_header(header: dict[str, Any], name: str) -> Scenario:
-    """The scenario a trace header carries; a TraceFormatError naming the file if absent."""
-    data = header.get("scenario")
-    if not isinstance(data, dict):
-        raise TraceFormatError(name, "header has no scenario map; replay needs the scenario")
-    try:
-        return Scenario.from_dict(data)
-    except ScenarioError as exc:
-        raise TraceFormatError(name, f"header scenario is unusable: {exc}") from None
+    """The scenario a trace header carries; a TraceFormatError naming the file if the
+    header is not a tracediff trace header (tracediff/trace/schema.py)."""
+    return header_schema(header, name)[1]
 
 
 def replay(
@@ -141,7 +137,20 @@ def replay(
     Trace problems raise TraceFormatError; the implementation raising is status ERROR.
     """
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
-    scenario = scenario_from_header(reader.header, reader.name)
+    # Every record is checked against the trace schema before the implementation sees it,
+    # so a damaged input (a completion of a round never planned, a lane that verified more
+    # than it was offered) is the file's fault (exit 2), never the implementation's.
+    checker = TraceChecker(reader.header, reader.name)
+    current = Schema.current().columns
+    if dict(checker.schema.columns) != dict(current):
+        raise TraceFormatError(
+            reader.name,
+            "header: the trace was recorded with other record columns than this tracediff "
+            "writes (another record schema); replay it with the tracediff that wrote it, "
+            "or re-record it",
+            record=0,
+        )
+    scenario = checker.scenario
     factory = load(spec)
     try:
         scheduler = factory(private_copy(scenario))
@@ -151,23 +160,16 @@ def replay(
             f"{reader.name}); fix the implementation"
         ) from None
     session = _Session(reader.name, spec.name, scheduler, scenario, until, want_state)
-    columns = reader.header.get("columns")
-    if isinstance(columns, dict):
-        session.columns = {
-            str(k): [str(c) for c in v] for k, v in columns.items() if isinstance(v, list)
-        }
-    with contextlib.closing(_records(reader)) as records:
+    session.columns = {name: list(cols) for name, cols in current.items()}
+    with contextlib.closing(_records(reader, checker)) as records:
         return session.run(records)
 
 
-def _records(reader: TraceReader) -> Generator[tuple[int, int, bytes, dict[str, Any]], None, None]:
-    for index, offset, payload in reader.records():
-        record = decode(payload, path=reader.name, offset=offset, record=index)
-        if not isinstance(record, dict):
-            raise TraceFormatError(
-                reader.name, "corrupt: record is not a msgpack map", offset=offset, record=index
-            )
-        yield index, offset, payload, record
+def _records(
+    reader: TraceReader, checker: TraceChecker
+) -> Generator[tuple[int, int, bytes, dict[str, Any]], None, None]:
+    for checked in checked_records(reader, checker):
+        yield checked.index, checked.offset, checked.payload, checked.record
 
 
 class _Session:

@@ -51,6 +51,7 @@ from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
 from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
+from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec, load
 from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.trace import BodyDigest, TraceWriter, encode
@@ -448,8 +449,9 @@ def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | 
     """Record one scenario through one implementation into a trace file; returns its path."""
     if path is None:
         Path(directory).mkdir(parents=True, exist_ok=True)
-        safe = spec.name.replace(":", "_").replace("/", "_")
-        path = os.path.join(directory, f"{scenario.profile}-{scenario.seed}-{safe}.trace")
+        # the profile comes from data (a scenario file's "profile"): a plain name, kept inside
+        name = component(scenario.profile, scenario.seed, spec.name)
+        path = str(inside(directory, f"{name}.trace", what="trace"))
     records = trace_records(scenario, spec)
     header = next(records)
     started = time.time()

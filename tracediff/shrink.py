@@ -81,6 +81,7 @@ from typing import Any
 
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, grace
+from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec
 from tracediff.replay import difference_path
 from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, ScenarioResult, run_scenario
@@ -947,8 +948,9 @@ def save_regression(
     directory = regression_dir(regressions, artifacts)
     directory.mkdir(parents=True, exist_ok=True)
     scenario = result.initial
-    name = f"{scenario.profile}-{scenario.seed}-{signature_slug(result.signature)}.json"
-    path = directory / name
+    # the profile comes from data (a scenario file's "profile"): a plain name, kept inside
+    name = component(scenario.profile, scenario.seed, signature_slug(result.signature))
+    path = inside(directory, f"{name}.json", what="--save")
     write_text_atomic(path, json.dumps(regression_document(result, note), indent=1) + "\n")
     return path
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import signal
 import sys
@@ -47,7 +48,9 @@ class _Console(Console):
 
 
 def _console(stderr: bool = False) -> Console:
-    console = _Console(stderr=stderr, highlight=False, soft_wrap=False)
+    # No console markup: what is printed carries names and values from files (a profile
+    # called "[/bold]" is just a name); styling is always given as styles, never as markup.
+    console = _Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Rich assumes 80 columns off a terminal; a CI log would get paths cut in half.
         console.width = WIDE
@@ -235,6 +238,8 @@ def _scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
 
 def check_output_file(path: str | None, flag: str) -> None:
     """Fail now (exit 2) if a file the command will write at its end cannot be written."""
+    if path is not None and not path.strip():
+        raise UsageError(f"{flag}: the path is empty; give a file name")
     if path is not None:
         from tracediff.atomic import check_target
 
@@ -243,6 +248,8 @@ def check_output_file(path: str | None, flag: str) -> None:
 
 def check_output_dir(path: str | None, flag: str) -> None:
     """Create a directory the command will write into, or fail now (exit 2)."""
+    if path is not None and not path.strip():
+        raise UsageError(f"{flag}: the path is empty; give a directory")
     if path is not None:
         from tracediff.atomic import ensure_directory
 
@@ -284,6 +291,14 @@ def _executor_spec(text: str) -> Any:
     return spec
 
 
+# A scenario's seed (--seed): what the profiles' seed sets allow (parse_seeds).
+SEED = click.IntRange(0, 2**53 - 1)
+MAX_JOBS = 1024  # worker processes; far beyond any machine's cores, short of a fork bomb
+MAX_SECONDS = 7 * 24 * 3600  # a time limit beyond a week is a typo (and overflows timers)
+MAX_MEMORY_MB = 2**30  # 1 PiB of address space: the most RLIMIT_AS can be told in MB here
+MAX_CONTEXT = 100_000  # records of context; more than any trace a person reads
+
+
 def _jobs(value: int | None) -> int:
     from tracediff.cli.settings import jobs
     from tracediff.runner import default_jobs
@@ -293,4 +308,36 @@ def _jobs(value: int | None) -> int:
         return default_jobs()
     if value < 1:
         raise UsageError(f"-j/--jobs must be at least 1, got {value}")
+    if value > MAX_JOBS:
+        raise UsageError(f"-j/--jobs must be at most {MAX_JOBS}, got {value}")
     return value
+
+
+def check_seconds(value: float | None, flag: str) -> None:
+    """Every command's time limit: a positive, finite number of seconds, at most a week."""
+    if value is None:
+        return
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if value > MAX_SECONDS:
+        raise UsageError(f"{flag} must be at most a week ({MAX_SECONDS} seconds), got {value:.6g}")
+
+
+def check_memory(value: int | None, flag: str = "--memory-limit") -> None:
+    """A worker's address-space limit in MB: positive, and small enough to be set."""
+    if value is None:
+        return
+    if value <= 0:
+        raise UsageError(f"{flag} must be a positive number of megabytes, got {value}")
+    if value > MAX_MEMORY_MB:
+        raise UsageError(
+            f"{flag} must be at most {MAX_MEMORY_MB} MB (1 PiB), got {str(value)[:30]}"
+        )
+
+
+def check_context(value: int, flag: str = "--context") -> None:
+    """A count of context records: 0 or more, within reason."""
+    if value < 0:
+        raise UsageError(f"{flag} must be 0 or more, got {value}")
+    if value > MAX_CONTEXT:
+        raise UsageError(f"{flag} must be at most {MAX_CONTEXT:,}, got {str(value)[:30]}")

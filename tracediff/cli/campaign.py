@@ -16,6 +16,8 @@ from tracediff.cli.app import (
     _executor_spec,
     _impl_specs,
     _jobs,
+    check_context,
+    check_output_file,
     executor_option,
     exit_interrupted,
     main,
@@ -79,14 +81,15 @@ def campaign(
     from tracediff.cli import settings
     from tracediff.cli.run import check_flags
     from tracediff.executor import open_executor
-    from tracediff.scenario.profiles import load_profile, parse_seeds
+    from tracediff.scenario.profiles import MAX_CAMPAIGN_SEEDS, load_profile, parse_seeds
 
+    if out is not None and not out.strip():
+        raise UsageError("--out: the path is empty; give a directory")
     if out is None:
         raise UsageError("campaign needs --out DIR (the campaign's store; rerun to resume)")
     if max_failures is not None and max_failures < 1:
         raise UsageError(f"--max-failures must be at least 1, got {max_failures}")
-    if context < 0:
-        raise UsageError(f"--context must be 0 or more, got {context}")
+    check_context(context)
     profile_name = settings.profile(profile_name)
     timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
@@ -99,7 +102,7 @@ def campaign(
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     spec = _executor_spec(executor_text)
     profile = load_profile(profile_name)
-    chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
+    chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     options = CampaignOptions(
@@ -134,6 +137,7 @@ def report_command(directory: str, json_path: str | None) -> None:
     Exit 0 when it holds no findings, 1 when it does."""
     from tracediff.campaign.store import CampaignStore
 
+    check_output_file(json_path, "--json")
     with CampaignStore.open(directory) as store:
         identity = store.identity
     if identity.get("mode") == "coverage":
@@ -167,14 +171,14 @@ def _coverage_campaign(
     """``campaign --coverage``: see :mod:`tracediff.campaign.coverage`. Exits."""
     from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
     from tracediff.executor import open_executor
-    from tracediff.scenario.profiles import load_profile, parse_seeds
+    from tracediff.scenario.profiles import MAX_CAMPAIGN_SEEDS, load_profile, parse_seeds
 
     (spec,) = _impl_specs(impls[:1], check, ("reference",))
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
     executor_spec = _executor_spec(executor_text)
     profile = load_profile(profile_name)
-    chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
+    chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     options = CoverageCampaignOptions(profile, chosen, spec.name, out, timeout_s)

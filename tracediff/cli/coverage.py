@@ -13,6 +13,7 @@ from tracediff.cli.app import (
     _console,
     _executor_spec,
     _jobs,
+    check_output_file,
     executor_option,
     main,
 )
@@ -62,11 +63,10 @@ def coverage(
     from tracediff.scenario.profiles import load_profile, parse_seeds
 
     profile = load_profile(default_profile(profile_name))
-    chosen = parse_seeds(seeds) if seeds else profile.seeds
+    chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
-    if json_path:
-        _check_writable(json_path)
+    check_output_file(json_path, "--json")
     from tracediff.executor import open_executor
 
     spec = _executor_spec(executor_text)
@@ -83,11 +83,3 @@ def coverage(
 
         write_text_atomic(json_path, json.dumps(coverage_to_dict(report), indent=1) + "\n")
     sys.exit(EXIT_OK if report.ok else EXIT_FINDING)
-
-
-def _check_writable(path: str) -> None:
-    from pathlib import Path
-
-    parent = Path(path).parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write --json {path}: directory {parent} does not exist")

@@ -28,7 +28,9 @@ from tracediff.cli.app import (
     _impl_specs,
     _jobs,
     _scenarios,
+    check_context,
     check_output_file,
+    check_seconds,
     equivalence_options,
     executor_option,
     exit_interrupted,
@@ -154,11 +156,9 @@ def gate(
     from tracediff.gate import GateOptions, run_gate
     from tracediff.regressions import corpus_files
 
-    if context < 0:
-        raise UsageError(f"--context must be 0 or more, got {context}")
+    check_context(context)
     timeout_s = settings.timeout(timeout_s)
-    if timeout_s is not None and not timeout_s > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    check_seconds(timeout_s, "--timeout")
     compare_as = _equivalence(equivalence, ulps)
     if golden_dir is not None and golden_alias is not None:
         raise UsageError("give --golden-dir once (--golden is its old name)")

@@ -23,6 +23,8 @@ from tracediff.cli.app import (
     _executor_spec,
     _impl_specs,
     _jobs,
+    check_output_file,
+    check_seconds,
     equivalence_options,
     executor_option,
     main,
@@ -159,6 +161,8 @@ def check_command(
     from tracediff.scenario.profiles import parse_seeds
 
     compare_as = _equivalence(equivalence, ulps)
+    check_seconds(timeout_s, "--timeout")
+    check_output_file(json_path, "--json")
     (spec,) = _impl_specs((impl,), check_mode, ("reference",))
     profile_name = settings.profile(profile_name)
     chosen = parse_seeds(seeds) if seeds is not None else None
@@ -443,6 +447,8 @@ def selfcheck(
     from tracediff.executor import open_executor
     from tracediff.selfcheck import self_check
 
+    check_seconds(timeout_s, "--timeout")
+    check_output_file(json_path, "--json")
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     executor_spec = _executor_spec(executor_text)
     scenarios = _scenarios(profile_name, seeds)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -34,8 +33,11 @@ from tracediff.cli.app import (
     _impl_specs,
     _jobs,
     _scenarios,
+    check_context,
+    check_memory,
     check_output_dir,
     check_output_file,
+    check_seconds,
     equivalence_options,
     executor_option,
     exit_interrupted,
@@ -189,8 +191,7 @@ def run(
     timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
     compare_as = _equivalence(equivalence, ulps)
-    if explain_k < 0:
-        raise UsageError(f"--explain takes a record count of 0 or more, got {explain_k}")
+    check_context(explain_k, "--explain")
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
@@ -314,13 +315,9 @@ def check_flags(
     impls: Sequence[str], check: bool, timeout_s: float | None, memory_limit_mb: int | None
 ) -> None:
     """The flag values and combinations ``run`` refuses (exit 2), before any work."""
-    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise UsageError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    check_seconds(timeout_s, "--timeout")
+    check_memory(memory_limit_mb)
     if memory_limit_mb is not None:
-        if memory_limit_mb <= 0:
-            raise UsageError(
-                f"--memory-limit must be a positive number of megabytes, got {memory_limit_mb}"
-            )
         try:
             import resource  # noqa: F401
         except ImportError:

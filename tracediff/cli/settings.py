@@ -44,6 +44,10 @@ def impls(values: Sequence[str]) -> tuple[str, ...]:
 
 
 def profile(value: str | None) -> str:
+    if value is not None and not value.strip():
+        raise UsageError(
+            "--profile: the profile name is empty; name a profile (e.g. quick) or a .toml file"
+        )
     return value or project().profile or DEFAULT_PROFILE
 
 

@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.table import Table
 
 from tracediff.cli import settings
-from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
+from tracediff.cli.app import (
+    EXIT_FINDING,
+    EXIT_OK,
+    SEED,
+    _console,
+    _impl_specs,
+    check_output_file,
+    check_seconds,
+    main,
+)
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
@@ -27,6 +36,7 @@ def _text_console(stderr: bool = False) -> Console:
 
 
 DEFAULT_IMPLS = ("reference", "optimized")
+MAX_REQUESTS = 64  # what a scenario may hold (the generator matrix allows 1..64)
 
 
 @contextmanager
@@ -52,7 +62,7 @@ def _impl_args(names: tuple[str, ...]) -> str:
     default=None,
     help="Seed-set profile of --seed (default: the configured profile, else quick).",
 )
-@click.option("--seed", type=int, default=None, help="The diverging scenario's seed.")
+@click.option("--seed", type=SEED, default=None, help="The diverging scenario's seed.")
 @click.option(
     "--scenario",
     "scenario_file",
@@ -64,7 +74,9 @@ def _impl_args(names: tuple[str, ...]) -> str:
     "--impl",
     "impls",
     multiple=True,
-    help="Implementations to compare (repeat; default: the file's, else reference and optimized).",
+    help="Implementations to compare (repeat; default reference and optimized, or the "
+    "scenario file's when they are built-in: other names a file holds must be confirmed "
+    "with --impl).",
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
@@ -151,13 +163,15 @@ def shrink(
     if timeout_old is not None:  # --timeout-s, the old name
         timeout_s = timeout_old
     profile_name = settings.profile(profile_name)
-    if timeout_s <= 0:
-        raise UsageError(f"--timeout must be positive, got {timeout_s}")
+    check_seconds(timeout_s, "--timeout")
+    check_output_file(json_path, "--json")
     if (seed is None) == (scenario_file is None):
         raise UsageError("give exactly one of --seed N (with --profile) or --scenario FILE")
     saved_impls: tuple[str, ...] = ()
     if scenario_file is not None:
         scenario, saved_impls = load_regression(scenario_file)
+        if not impls:
+            _refuse_code_named_by_data(scenario_file, saved_impls)
     else:
         (scenario,) = _scenarios(profile_name, str(seed))
     specs = _impl_specs(impls, check, saved_impls or DEFAULT_IMPLS)
@@ -257,6 +271,19 @@ def shrink(
 
         write_text_atomic(json_path, json.dumps(_shrink_json(result, saved, traces), indent=1))
     sys.exit(EXIT_FINDING)
+
+
+def _refuse_code_named_by_data(path: str, names: tuple[str, ...]) -> None:
+    """A scenario file names the implementations it was found with; importing them would
+    let a data file choose code to run. Built-in names are fine; others need ``--impl``."""
+    from tracediff.impls import BUILTINS
+
+    foreign = [name for name in names if name not in BUILTINS]
+    if foreign:
+        raise UsageError(
+            f"{path} was found with {', '.join(names)}; tracediff does not import code a data "
+            f"file names: confirm with {_impl_args(names)} (or choose other --impl values)"
+        )
 
 
 def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
@@ -372,6 +399,9 @@ def fuzz(
         timeout_s = timeout_old
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
         raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
+    if max_requests > MAX_REQUESTS:
+        raise UsageError(f"--max-requests must be at most {MAX_REQUESTS}, got {max_requests}")
+    check_seconds(timeout_s, "--timeout-s")
     specs = _impl_specs(impls, check, DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")

@@ -11,8 +11,10 @@ import click
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
+    SEED,
     _console,
     _scenarios,
+    check_context,
     check_output_file,
     main,
 )
@@ -29,7 +31,7 @@ from tracediff.impls import parse_impl
     default=None,
     help="Seed-set profile (default: the configured profile, else quick).",
 )
-@click.option("--seed", type=int, required=True, help="The scenario's seed within the profile.")
+@click.option("--seed", type=SEED, required=True, help="The scenario's seed within the profile.")
 @click.option(
     "--impl",
     "impl",
@@ -112,8 +114,7 @@ def diff(
     """
     from tracediff.compare.explain import explain_traces
 
-    if context < 0:
-        raise UsageError(f"--context must be 0 or more, got {context}")
+    check_context(context)
     check_output_file(output, "-o/--output")
     if load_path is not None:
         if a is not None or b is not None:
@@ -140,7 +141,7 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
         from rich.console import Console
 
         buffer = io.StringIO()
-        Console(file=buffer, width=120, color_system=None, soft_wrap=False).print(
+        Console(file=buffer, width=120, color_system=None, soft_wrap=False, markup=False).print(
             diff_renderable(report)
         )
         text = buffer.getvalue()
@@ -174,17 +175,20 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
     from tracediff.trace import TraceReader
+    from tracediff.trace.schema import checked_records, header_schema
 
     reader = TraceReader(trace)
+    header_schema(reader.header, reader.name)
     if jsonl:
         out = sys.stdout
         out.write(json.dumps({"t": "header", **reader.header}) + "\n")
-        for record_ in reader.decoded_records():
-            out.write(json.dumps(record_) + "\n")
+        for checked in checked_records(reader):
+            out.write(json.dumps(checked.record) + "\n")
         return
     if plan_number is not None:
-        for record_ in reader.decoded_records():
-            if record_.get("t") == "plan" and record_.get("plan") == plan_number:
+        for checked in checked_records(reader):
+            record_ = checked.record
+            if record_["t"] == "plan" and record_["plan"] == plan_number:
                 from tracediff.report.show import labelled
 
                 columns = reader.header.get("columns")

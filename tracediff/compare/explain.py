@@ -60,13 +60,13 @@ from tracediff.compare.model import (
 from tracediff.compare.signature import Condenser
 from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
-from tracediff.errors import ScenarioError, TraceFormatError
+from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
 from tracediff.impls import ImplSpec, load
 from tracediff.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.scenario.model import Scenario
 from tracediff.trace import TraceReader, decode, encode
-from tracediff.trace.codec import KIND_HEADER, KIND_RECORD
+from tracediff.trace.schema import checked_records, header_schema
 
 MAX_EVENTS = 32  # the previous plan and the events since, kept (beyond K) for context
 MAX_CHANGES = 50  # field changes kept per divergence (the total is counted)
@@ -659,14 +659,10 @@ def outcome(result: ScenarioResult, divergence: Divergence | None, suite: str) -
 
 
 def _file_source(reader: TraceReader) -> Iterator[Item]:
-    for frame in reader.frames():
-        if frame.kind in (KIND_HEADER, KIND_RECORD):
-            value = decode(frame.payload, path=reader.name, offset=frame.offset, record=frame.index)
-            if not isinstance(value, dict):
-                raise TraceFormatError(
-                    reader.name, "corrupt: a record is not a msgpack map", offset=frame.offset
-                )
-            yield frame.payload, value
+    """The header and every record, each checked against the trace schema as it is read."""
+    yield reader.header_payload, reader.header
+    for checked in checked_records(reader):
+        yield checked.payload, checked.record
 
 
 def _file_name(reader: TraceReader, other: TraceReader) -> str:
@@ -684,6 +680,8 @@ def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> 
     Raises TraceFormatError for a file that cannot be read (up to the divergence).
     """
     reader_a, reader_b = TraceReader(path_a), TraceReader(path_b)
+    for reader in (reader_a, reader_b):
+        header_schema(reader.header, reader.name)  # a file that is no trace fails first
     names = (_file_name(reader_a, reader_b), _file_name(reader_b, reader_a))
     if names[0] == names[1]:
         names = (f"A: {names[0]}", f"B: {names[1]}")

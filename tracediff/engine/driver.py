@@ -15,9 +15,9 @@ from tracediff.engine.simulator import SimulatedEngine
 from tracediff.errors import SchedulerFault
 from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.sched.record import COLUMNS, PLAN_KEYS
+from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
 
-TRACE_FORMAT = "tracediff-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = SCHEMA_VERSION
 MAX_PLANS = 200_000  # a scenario that needs more is a scheduler that does not converge
 
 
@@ -63,8 +63,9 @@ def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
                 yield event
                 done = scheduler.complete(event, now)
                 if done:
-                    retired.update(done)
-                    yield {"t": "retire", "now": now, "requests": list(done)}
+                    ids = _retired_ids(done, plans)
+                    retired.update(ids)
+                    yield {"t": "retire", "now": now, "requests": ids}
             elif arrival_at is not None and arrival_at <= now:
                 spec = arrivals[next_arrival]
                 next_arrival += 1
@@ -98,8 +99,29 @@ def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
 
 
 def _check_plan(record: Any, number: int) -> None:
+    """Refuse a plan record the trace schema refuses, so that every trace tracediff records
+    reads back (tracediff/trace/schema.py): the implementation's finding, not a bad file."""
     if not isinstance(record, dict) or tuple(record) != PLAN_KEYS:
         keys = list(record) if isinstance(record, dict) else type(record).__name__
         raise SchedulerFault(
             f"plan {number}: malformed plan record: keys {keys}, expected {list(PLAN_KEYS)}"
         )
+    problem = record_problem(record)
+    if problem is not None:
+        what = "round" if problem.startswith("round") else "plan record"
+        raise SchedulerFault(f"plan {number}: malformed {what}: {problem}")
+
+
+def _retired_ids(done: Any, plans: int) -> list[int]:
+    """The request ids ``complete()`` returned, as the retire record holds them."""
+    try:
+        ids = list(done)
+    except TypeError:
+        ids = None
+    problem = None if ids is None else record_problem({"t": "retire", "now": 0, "requests": ids})
+    if ids is None or problem is not None:
+        raise SchedulerFault(
+            f"after plan {plans}: complete() returned {type(done).__name__} {done!r:.60}, "
+            "expected a list of the retired request ids"
+        )
+    return ids

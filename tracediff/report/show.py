@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
+
+from tracediff.trace.schema import TraceChecker, checked_records
 
 
 def labelled(value: Any, columns: dict[str, list[str]], name: str | None = None) -> Any:
@@ -30,14 +33,18 @@ def _row(row: list[Any], cols: list[str], columns: dict[str, list[str]]) -> Any:
 
 
 def trace_summary_renderable(path: str, reader: Any) -> Table:
-    scenario = reader.header.get("scenario", {})
+    """Counts by record type and round source, clock, digest, provenance; every record is
+    checked against the trace schema on the way (a TraceFormatError names the bad one)."""
+    checker = TraceChecker(reader.header, reader.name)
+    scenario = checker.scenario
     counts: Counter[str] = Counter()
     rounds: Counter[str] = Counter()
     last_now = 0
-    for record in reader.decoded_records():
-        kind = str(record.get("t"))
+    for checked in checked_records(reader, checker):
+        record = checked.record
+        kind = str(record["t"])
         counts[kind] += 1
-        last_now = max(last_now, int(record.get("now", 0)))
+        last_now = max(last_now, record["now"])
         if kind == "plan":
             round_ = record.get("round")
             rounds["none" if round_ is None else str(round_[0])] += 1
@@ -45,14 +52,13 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
     table = Table(show_header=False)
     table.add_column("field", no_wrap=True)
     table.add_column("value", overflow="fold")
-    table.add_row("file", path)
-    table.add_row("scenario", f"{scenario.get('profile')}:{scenario.get('seed')}")
-    table.add_row("requests", str(len(scenario.get("requests", []))))
-    params = scenario.get("params", {})
+    table.add_row("file", escape(path))
+    table.add_row("scenario", escape(f"{scenario.profile}:{scenario.seed}"))
+    table.add_row("requests", str(len(scenario.requests)))
+    params = scenario.params
     table.add_row(
         "allocation / graphs / queue",
-        f"{params.get('allocation')} / {'mixed' if params.get('ragged') else 'rect'} / "
-        f"{params.get('queue_depth')}",
+        f"{params.allocation} / {'mixed' if params.ragged else 'rect'} / {params.queue_depth}",
     )
     for kind in sorted(counts):
         table.add_row(f"{kind} records", f"{counts[kind]:,}")
@@ -71,6 +77,6 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         table.add_row("simulated time", f"{last_now / 1e6:.3f} s")
     table.add_row("body digest", reader.verify())
     provenance = reader.provenance or {}
-    for key in sorted(provenance):
-        table.add_row(f"provenance: {key}", str(provenance[key]))
+    for key in sorted(provenance, key=str):
+        table.add_row(escape(f"provenance: {key}"), escape(str(provenance[key])))
     return table

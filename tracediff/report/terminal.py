@@ -185,7 +185,9 @@ class DivergenceView:
             parts.append(_rounds_table(d))
         for note in d.notes:
             parts.append(Text(f"note: {note}", style="yellow"))
-        yield Panel(Group(*parts), title=f"{self.title} · {d.label}", title_align="left")
+        # a Text title: rich reads a str title as markup, and the label holds names from files
+        title = Text(f"{self.title} · {d.label}")
+        yield Panel(Group(*parts), title=title, title_align="left")
 
 
 _KIND_STYLE = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracediff.errors import ScenarioError
+from tracediff.scenario.fields import FieldError, fields_of
 
 ALLOCATIONS = ("host", "device", "mixed")
 PROPOSERS = ("mtp", "copy")
@@ -156,25 +157,33 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
-        """Rebuild and validate a scenario; raises ScenarioError naming the bad field."""
+        """Rebuild and validate a scenario; raises ScenarioError naming the bad field.
+
+        Scenarios come from files (trace headers, the regression corpus), so every value is
+        checked against its field's type before anything uses it (``scenario/fields.py``).
+        Keys other than the five fields are ignored (a saved regression carries its note
+        and signature beside them).
+        """
         try:
-            params_in = dict(data["params"])
-            for key in ("batch_buckets", "token_buckets"):
-                params_in[key] = tuple(int(v) for v in params_in[key])
-            params_in["eager_shapes"] = tuple(
-                (int(a), int(b), int(c)) for a, b, c in params_in.get("eager_shapes", ())
-            )
+            if not isinstance(data, dict):
+                raise FieldError(f"expected an object, got {type(data).__name__}")
+            top = {k: v for k, v in data.items() if k in _TOP_KEYS}
+            checked = fields_of(_Top, top, "scenario")
+            requests_in = data["requests"]
+            if not isinstance(requests_in, list):
+                raise FieldError(f"requests is {type(requests_in).__name__}, expected a list")
             scenario = cls(
-                profile=str(data["profile"]),
-                seed=int(data["seed"]),
-                params=SchedulerParams(**params_in),
-                truth=EngineTruth(**data["truth"]),
-                requests=tuple(RequestSpec(**r) for r in data["requests"]),
+                profile=checked["profile"],
+                seed=checked["seed"],
+                params=SchedulerParams(**fields_of(SchedulerParams, data["params"], "params")),
+                truth=EngineTruth(**fields_of(EngineTruth, data["truth"], "truth")),
+                requests=tuple(
+                    RequestSpec(**fields_of(RequestSpec, r, f"requests[{i}]"))
+                    for i, r in enumerate(requests_in)
+                ),
             )
-        except ScenarioError:
-            raise
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ScenarioError(f"malformed scenario: {exc!r}") from None
+        except FieldError as exc:
+            raise ScenarioError(f"malformed scenario: {exc}") from None
         scenario.validate()
         return scenario
 
@@ -191,6 +200,26 @@ class Scenario:
             problems.append("batch_buckets must be strictly increasing")
         if list(p.token_buckets) != sorted(set(p.token_buckets)) or not p.token_buckets:
             problems.append("token_buckets must be strictly increasing")
+        # Scenarios also come from files: a negative cost, duration or count would send the
+        # simulated clock backwards or a loop below zero.
+        negative = [
+            f"{part}.{f.name}"
+            for part, values in (("params", p), ("truth", self.truth))
+            for f in dataclasses.fields(values)
+            if _below_zero(getattr(values, f.name))
+        ]
+        if negative:
+            problems.append(f"{negative} must not be negative")
+        # What the formulas divide by (sched/formulas.py): a zero there is a file that makes
+        # every implementation raise, which replay would otherwise report as their fault.
+        if not p.prior_weight > 0:
+            problems.append("prior_weight must be above 0 (acceptance estimates divide by it)")
+        if min(p.batch_buckets, default=1) < 1 or min(p.token_buckets, default=1) < 1:
+            problems.append("batch_buckets and token_buckets must be at least 1")
+        if p.prefill_bonus_period_us < 1:
+            problems.append("prefill_bonus_period_us must be at least 1")
+        if p.base_us + p.lane_us + p.token_us < 1:
+            problems.append("base_us + lane_us + token_us must be at least 1 (a round costs time)")
         if p.verify_budget < 1:
             problems.append("verify_budget must be at least 1")
         if p.token_buckets and p.token_buckets[0] <= MAX_DRAFT:
@@ -225,6 +254,28 @@ class Scenario:
             raise ScenarioError(
                 f"scenario {self.profile}:{self.seed} is invalid: " + "; ".join(problems)
             )
+
+
+def _below_zero(value: Any) -> bool:
+    """A number below zero, or a tuple (of tuples) holding one."""
+    if isinstance(value, tuple):
+        return any(_below_zero(item) for item in value)
+    return isinstance(value, int | float) and value < 0
+
+
+@dataclass(frozen=True)
+class _Top:
+    """The scalar top-level fields of a scenario file, for their checks (the nested ones are
+    checked against their own classes)."""
+
+    profile: str
+    seed: int
+    params: dict[str, Any]
+    truth: dict[str, Any]
+    requests: list[Any]
+
+
+_TOP_KEYS = frozenset(f.name for f in dataclasses.fields(_Top))
 
 
 def _plain(value: Any) -> Any:

@@ -48,7 +48,9 @@ record; a *body index* counts only compared frames (header 0, records 1..), whic
 
 Compatibility: a reader refuses any other version with a message that says so; a change to
 the framing or to the digest definition bumps the version. Schema changes inside the
-payloads are the header's business, not the framing's.
+payloads are the header's business, not the framing's: :mod:`tracediff.trace.schema` checks
+what the header and the records hold (``checked_records``), for every command that reads a
+trace.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import zlib
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ class TraceReader:
         with contextlib.closing(self._frames(BodyDigest())) as frames:
             first = next(frames)
         self._header = self._decode_map(first, "header")
+        self._header_payload = first.payload
 
     @property
     def name(self) -> str:
@@ -95,6 +97,11 @@ class TraceReader:
     def header(self) -> dict[str, Any]:
         """The decoded header map."""
         return self._header
+
+    @property
+    def header_payload(self) -> bytes:
+        """The header frame's payload, as stored (body index 0)."""
+        return self._header_payload
 
     @property
     def provenance(self) -> dict[str, Any] | None:
@@ -167,21 +174,47 @@ class TraceReader:
             yield io.BytesIO(self._data), len(self._data)
             return
         try:
+            if stat.S_ISFIFO(os.stat(self._name).st_mode):
+                # opening a pipe waits for a writer: refuse it before that
+                raise TraceFormatError(
+                    self._name, "cannot be read: it is a pipe; save the trace to a file first"
+                )
             handle = open(self._name, "rb", buffering=_READ_BUFFER)
         except FileNotFoundError:
             raise TraceFormatError(
                 self._name, "cannot be read: the file does not exist; check the path"
             ) from None
+        except IsADirectoryError:
+            raise TraceFormatError(
+                self._name, "cannot be read: it is a directory, not a trace file"
+            ) from None
         except OSError as exc:
             raise TraceFormatError(self._name, f"cannot be read: {exc.strerror or exc}") from None
         with handle:
             try:
-                size = os.fstat(handle.fileno()).st_size
+                status = os.fstat(handle.fileno())
             except OSError as exc:
                 raise TraceFormatError(
                     self._name, f"cannot be read: {exc.strerror or exc}"
                 ) from None
-            yield handle, size
+            if not stat.S_ISREG(status.st_mode):
+                self._refuse_special(handle)
+            yield handle, status.st_size
+
+    def _refuse_special(self, handle: BinaryIO) -> None:
+        """A device or socket has no size to check frames against: say what it holds."""
+        head = self._read_some(handle, len(MAGIC))
+        if head != MAGIC:
+            raise TraceFormatError(self._name, "not a tracediff trace (bad magic)", offset=0)
+        raise TraceFormatError(
+            self._name, "is not a regular file (a device?); save the trace to a file first"
+        )
+
+    def _read_some(self, handle: BinaryIO, count: int) -> bytes:
+        try:
+            return handle.read(count)
+        except OSError as exc:
+            raise TraceFormatError(self._name, f"cannot be read: {exc.strerror or exc}") from None
 
     def _read(self, handle: BinaryIO, count: int, frame_offset: int, index: int) -> bytes:
         try:
