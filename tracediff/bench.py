@@ -1,4 +1,4 @@
-"""The seed-pr.md benchmark: median ``plan()`` time by requests × allocation × probe.
+"""The plan() benchmark (docs/optimized.md): median time by requests × allocation × probe.
 
 API (pure functions returning data; no printing, no click)::
 

@@ -1,4 +1,4 @@
-"""``tracediff bench``: seed-pr.md's table of median plan() time per implementation."""
+"""``tracediff bench``: the table of median plan() time per implementation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bench table in seed-pr.md's shape: requests × allocation, without and with a probe."""
+"""The bench table (docs/optimized.md): requests × allocation, without and with a probe."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def bench_renderable(result: BenchResult, *, cpu: bool = False) -> RenderableTyp
 
 
 def target_lines(result: BenchResult, *, cpu: bool = False) -> list[str]:
-    """The ARCHITECTURE.md targets, met or not, where the result has the cells for them."""
+    """The performance targets (docs/optimized.md), met or not, where the result has
+    the cells for them."""
     out = []
     for name in result.impls[1:]:
         for probe, target in ((False, TARGET_RATIO), (True, TARGET_PROBE_RATIO)):

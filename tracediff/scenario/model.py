@@ -46,7 +46,7 @@ class RequestSpec:
 
 @dataclass(frozen=True)
 class SchedulerParams:
-    """The scheduler's knobs; SCHEDULER.md's starting values are the defaults."""
+    """The scheduler's knobs; the starting values of docs/scheduler.md are the defaults."""
 
     allocation: str = "device"
     ragged: bool = False  # "mixed graphs": ragged candidates and eager shapes

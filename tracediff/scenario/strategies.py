@@ -161,7 +161,7 @@ def scheduler_params(
     ragged: bool | None = None,
     queue_depth: int | None = None,
 ) -> SchedulerParams:
-    """Scheduler knobs around SCHEDULER.md's starting values (which shrinking returns to).
+    """Scheduler knobs around the starting values of docs/scheduler.md (which shrinking returns to).
 
     Allocation, graph mode and queue depth are drawn unless given. Besides them: small
     verification budgets and lane counts (so budgets bind and requests wait for a slot),

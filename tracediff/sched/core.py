@@ -1,6 +1,6 @@
 """State and events shared by every built-in scheduler: what a plan() call decides *on*.
 
-Admission, commit and completion follow SCHEDULER.md's [fixed] rules and are written once,
+Admission, commit and completion follow the [fixed] rules of docs/scheduler.md and are written once,
 here. Implementations subclass :class:`SchedulerCore` and supply ``plan``; the only
 stateful difference allowed between them is how ``pending_advance`` is obtained (the
 reference scans the submitted rounds; the optimized keeps it on the request).
@@ -197,7 +197,7 @@ class SchedulerCore:
         return HOST if spec.host_stop else DEVICE
 
     def eligible_lanes(self) -> list[Lane]:
-        """Eligible decoding lanes with their caps, in priority order (SCHEDULER.md)."""
+        """Eligible decoding lanes with their caps, in priority order (docs/scheduler.md)."""
         lanes = []
         for state in self.requests.values():
             if state.phase != DECODING:

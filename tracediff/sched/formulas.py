@@ -1,4 +1,4 @@
-"""The [fixed] formulas of SCHEDULER.md, in one place that every implementation imports.
+"""The [fixed] formulas of docs/scheduler.md, in one place that every implementation imports.
 
 Bit-identical traces depend on the same floating-point operations in the same order, so
 the arithmetic lives here and nowhere else; implementations differ only in how often they

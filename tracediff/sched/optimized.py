@@ -262,7 +262,7 @@ class _PlanContext:
 
 
 class OptimizedScheduler(SchedulerCore):
-    """SchedulerCore with the seed-pr.md techniques; ``check=True`` is the debug build."""
+    """SchedulerCore with the techniques of docs/optimized.md; ``check=True`` is the debug build."""
 
     name = "optimized"
 

@@ -1,7 +1,8 @@
 """The reference scheduler: the executable specification, written to be read.
 
 Every ``plan()`` call recomputes what it needs from scratch, the way the engine's main
-branch did before seed-pr.md: each candidate evaluates its cohort's survival curves and
+branch did before the optimisation docs/optimized.md describes: each candidate evaluates
+its cohort's survival curves and
 sorts its own ranking of free slots; padding pruning compares all pairs of candidates;
 each acceptance-probe candidate re-runs the whole allocation; lane values are evaluated
 for every candidate; pending advance is found by scanning the submitted rounds.
