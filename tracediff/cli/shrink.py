@@ -54,6 +54,26 @@ def _impl_args(names: tuple[str, ...]) -> str:
     return " ".join(f"--impl {shlex.quote(n)}" for n in names)
 
 
+def _save_directories(command: Any) -> Any:
+    """--regressions and --artifacts: where --save writes (shrink and fuzz alike)."""
+    command = click.option(
+        "--artifacts",
+        default=None,
+        metavar="DIR",
+        type=click.Path(file_okay=False),
+        help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS, the configured one, or "
+        "./artifacts.",
+    )(command)
+    return click.option(
+        "--regressions",
+        default=None,
+        metavar="DIR",
+        type=click.Path(file_okay=False),
+        help="The regression corpus --save writes into (default: the configured corpus, else "
+        "./scenarios/regressions).",
+    )(command)
+
+
 # -- shrink -----------------------------------------------------------------------------------
 @main.command()
 @click.option(
@@ -93,22 +113,7 @@ def _impl_args(names: tuple[str, ...]) -> str:
     is_flag=True,
     help="Write the shrunk scenario into the regression corpus (CI=true: the artifacts dir).",
 )
-@click.option(
-    "--regressions",
-    default=None,
-    metavar="DIR",
-    type=click.Path(file_okay=False),
-    help="The regression corpus --save writes into (default: the configured corpus, else "
-    "./scenarios/regressions).",
-)
-@click.option(
-    "--artifacts",
-    default=None,
-    metavar="DIR",
-    type=click.Path(file_okay=False),
-    help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS, the configured one, or "
-    "./artifacts.",
-)
+@_save_directories
 @click.option("--note", default="", help="A note stored with the saved scenario.")
 @click.option(
     "--traces",
@@ -346,22 +351,7 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
 )
 @click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)
 @click.option("--save", is_flag=True, help="Save each shrunk failure into the corpus.")
-@click.option(
-    "--regressions",
-    default=None,
-    metavar="DIR",
-    type=click.Path(file_okay=False),
-    help="The regression corpus --save writes into (default: the configured corpus, else "
-    "./scenarios/regressions).",
-)
-@click.option(
-    "--artifacts",
-    default=None,
-    metavar="DIR",
-    type=click.Path(file_okay=False),
-    help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS, the configured one, or "
-    "./artifacts.",
-)
+@_save_directories
 @click.option(
     "--signature",
     "signature_name",
