@@ -64,6 +64,7 @@ from tracediff.scenario import rng
 from tracediff.scenario.model import ALLOCATIONS, RequestSpec, Scenario, SchedulerParams
 from tracediff.sched.core import DECODING, SchedulerCore
 from tracediff.sched.optimized import OptimizedScheduler
+from tracediff.sched.record import packed_record, rows_view
 
 BENCH_FORMAT = "tracediff-bench"
 BENCH_VERSION = 1
@@ -407,7 +408,7 @@ def _time_cell(
                 samples[name].append(elapsed)
                 cpu_samples[name].append(cpu_elapsed)
                 if name not in first:
-                    first[name] = msgpack.packb(record, use_bin_type=True)
+                    first[name] = msgpack.packb(packed_record(record), use_bin_type=True)
                     _check_path(name, record, len(scenario.requests), scenario, with_probe)
                 continue
             plan = cast(_Planner, copy.deepcopy(prepared[name])).plan
@@ -423,9 +424,9 @@ def _time_cell(
             samples[name].append(elapsed)
             cpu_samples[name].append(cpu_elapsed)
             if name not in first:
-                first[name] = msgpack.packb(record, use_bin_type=True)
+                first[name] = msgpack.packb(packed_record(record), use_bin_type=True)
                 _check_path(name, record, len(scenario.requests), scenario, with_probe)
-    reference = msgpack.unpackb(first[names[0]], raw=False, strict_map_key=False)
+    reference = rows_view(msgpack.unpackb(first[names[0]], raw=False, strict_map_key=False))
     return BenchCell(
         requests=len(scenario.requests),
         allocation=scenario.params.allocation,
@@ -536,6 +537,7 @@ def _check_path(
 ) -> None:
     """The cell must exercise what it claims: probe rows with a probe, none without."""
     cell = f"bench cell {requests} {scenario.params.allocation} probe={with_probe}"
+    record = rows_view(packed_record(record))
     if len(record["eligible"]) != requests:
         raise SchedulerFault(
             f"{cell}: {name} saw {len(record['eligible'])} eligible lanes, not {requests}"

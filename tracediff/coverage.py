@@ -58,7 +58,7 @@ from tracediff.sched.clauses import BY_NAME as CLAUSES_BY_NAME
 from tracediff.sched.clauses import NAMES as CLAUSE_NAMES
 from tracediff.sched.core import DEVICE, HOST
 from tracediff.sched.formulas import RECT
-from tracediff.sched.record import COLUMNS, SOURCE_PROBE, SOURCE_REFRESH
+from tracediff.sched.record import COLUMNS, SOURCE_PROBE, SOURCE_REFRESH, rows_view
 
 FORMAT = "tracediff-coverage"
 VERSION = 2
@@ -167,7 +167,7 @@ class _Tracker:
     def feed(self, record: dict[str, Any]) -> None:
         kind = record.get("t")
         if kind == "plan":
-            self._plan(record)
+            self._plan(rows_view(record))
         elif kind == "completion":
             self._completion(record)
         elif kind == "retire":

@@ -32,6 +32,7 @@ from tracediff.errors import SchedulerFault, TraceFormatError
 from tracediff.impls import ImplSpec, load
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
+from tracediff.sched.record import packed_record, rows_view
 from tracediff.trace import TraceReader, encode
 from tracediff.trace.schema import Schema, TraceChecker, checked_records, header_schema
 
@@ -320,10 +321,13 @@ class _Session:
             produced = self.scheduler.plan(now)
             self.plans += 1
             self.decisions += 1
+            if isinstance(produced, dict):
+                # tables given as rows become typed columns, as the driver records them
+                produced = packed_record(produced)
             if encode(produced) != payload:
-                return self.mismatch(index, record, produced, "a different plan")
+                return self.mismatch(index, record, rows_view(produced), "a different plan")
             if at_until:
-                return self.result(MATCH, stopped=True, plan_record=produced)
+                return self.result(MATCH, stopped=True, plan_record=rows_view(produced))
             return None
         if kind == "retire":
             self.decisions += 1

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from tracediff.columns import ColumnError
 from tracediff.engine.simulator import SimulatedEngine
 from tracediff.errors import SchedulerFault
 from tracediff.scenario.model import RequestSpec, Scenario
-from tracediff.sched.record import COLUMNS, PLAN_KEYS
+from tracediff.sched.record import COLUMNS, PLAN_KEYS, TABLES, packed_record
 from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
 
 TRACE_VERSION = SCHEMA_VERSION
@@ -36,15 +37,22 @@ def header_record(scenario: Scenario) -> dict[str, Any]:
         "version": TRACE_VERSION,
         "scenario": scenario.to_dict(),
         "columns": {name: list(cols) for name, cols in COLUMNS.items()},
+        "types": {name: [t for _, t in spec.columns] for name, spec in TABLES.items()},
     }
 
 
-def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
+def drive(
+    scenario: Scenario, scheduler: Scheduler, *, check: bool = True
+) -> Iterator[dict[str, Any]]:
     """Run ``scenario`` through ``scheduler`` on the simulated engine, yielding records.
 
     The first record is the header. Events are applied in time order (completions before
     arrivals at the same microsecond); after them the scheduler plans while fewer than
-    ``1 + queue_depth`` rounds are in flight.
+    ``1 + queue_depth`` rounds are in flight. Each plan record's wide tables are turned
+    into typed columns if the scheduler gave rows, and its content is checked against the
+    trace schema; ``check=False`` leaves that content check to the caller, who must call
+    :func:`check_plan` on the record before asking for the next one (the runner skips it
+    for a record whose bytes equal a record it already checked).
     """
     engine = SimulatedEngine(scenario)
     arrivals = sorted(scenario.requests, key=lambda r: (r.arrival_us, r.id))
@@ -77,7 +85,9 @@ def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
         while engine.busy < depth:
             record = scheduler.plan(now)
             plans += 1
-            _check_plan(record, plans)
+            record = _packed_plan(record, plans)
+            if check:
+                check_plan(record, plans)
             yield record
             last_round = record["round"]
             if last_round is None:
@@ -98,14 +108,24 @@ def drive(scenario: Scenario, scheduler: Scheduler) -> Iterator[dict[str, Any]]:
         now = min(t for t in (due, arrival_at) if t is not None)
 
 
-def _check_plan(record: Any, number: int) -> None:
-    """Refuse a plan record the trace schema refuses, so that every trace tracediff records
-    reads back (tracediff/trace/schema.py): the implementation's finding, not a bad file."""
+def _packed_plan(record: Any, number: int) -> dict[str, Any]:
+    """The plan record to record: its keys checked, wide tables given as rows turned into
+    typed columns."""
     if not isinstance(record, dict) or tuple(record) != PLAN_KEYS:
         keys = list(record) if isinstance(record, dict) else type(record).__name__
         raise SchedulerFault(
             f"plan {number}: malformed plan record: keys {keys}, expected {list(PLAN_KEYS)}"
         )
+    try:
+        packed = packed_record(record)
+    except ColumnError as exc:
+        raise SchedulerFault(f"plan {number}: malformed plan record: {exc}") from None
+    return packed
+
+
+def check_plan(record: dict[str, Any], number: int) -> None:
+    """Refuse a plan record the trace schema refuses, so that every trace tracediff records
+    reads back (tracediff/trace/schema.py): the implementation's finding, not a bad file."""
     problem = record_problem(record)
     if problem is not None:
         what = "round" if problem.startswith("round") else "plan record"

@@ -32,7 +32,7 @@ from tracediff.sched.core import (
     RequestState,
     SubmittedRound,
 )
-from tracediff.sched.record import COLUMNS
+from tracediff.sched.record import COLUMNS, rows_view
 from tracediff.sched.reference import Candidate, ReferenceScheduler
 
 _WINNER_COMPONENTS = (
@@ -94,7 +94,7 @@ class DecidingReference(ReferenceScheduler):
         self._prefill(now)
         record = super().plan(now)
         if record["round"] is not None:
-            self._plan_decisions(record, lanes, now, in_flight)
+            self._plan_decisions(rows_view(record), lanes, now, in_flight)
         self._flush()
         return record
 

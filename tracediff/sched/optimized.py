@@ -99,8 +99,11 @@ A mismatch raises :class:`tracediff.errors.SchedulerFault` naming the plan and t
 
 from __future__ import annotations
 
+from array import array
+from itertools import chain
 from typing import Any
 
+from tracediff.columns import column_bytes, pack_rows
 from tracediff.errors import SchedulerFault
 from tracediff.scenario.model import MAX_DRAFT, Scenario
 from tracediff.sched import formulas as F
@@ -112,6 +115,8 @@ from tracediff.sched.core import (
     SubmittedRound,
 )
 from tracediff.sched.record import (
+    CANDIDATES,
+    PROBES,
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
@@ -123,8 +128,55 @@ from tracediff.sched.reference import Candidate, ReferenceScheduler
 # Columns of a candidate row (record.CANDIDATE_COLUMNS).
 _ID, _KIND, _COHORT, _PREFILL, _BOUND, _B_PAD, _WIDTH, _PREFIXES, _E, _DURATION, _VALUE = range(11)
 
-# One allocation: (prefixes, E, max prefix, verified tokens Σ(1 + p)).
-Allocation = tuple[list[int], float, int, int]
+# One allocation: (prefixes, E, max prefix, verified tokens Σ(1 + p), prefixes as u8 bytes).
+Allocation = tuple[list[int], float, int, int, bytes]
+
+Shape = tuple[int, int, int, int, int, int, Allocation, int]
+
+
+def _eligible_columns(lanes: list[Lane], curves: list[list[float]]) -> list[Any]:
+    """The eligible table as typed columns (``record.ELIGIBLE``), one C-level pass each."""
+    return [
+        column_bytes(array("i", [lane.request for lane in lanes])),
+        column_bytes(array("h", [lane.slot for lane in lanes])),
+        bytes([lane.cap for lane in lanes]),
+        column_bytes(array("b", [lane.fixed_width for lane in lanes])),
+        bytes([lane.alloc for lane in lanes]),
+        column_bytes(array("i", [lane.state.last_served for lane in lanes])),
+        column_bytes(array("d", chain.from_iterable(curves))),
+    ]
+
+
+def _candidate_columns(
+    shapes: list[Shape], halves: int, durations: list[int], values: list[float]
+) -> list[Any]:
+    """The candidates table as typed columns, built from the shapes in a few C-level passes.
+
+    Row i of each half is shape i; the half with a prefill row repeats the first half's
+    columns except ``id``, ``prefill``, ``duration`` and ``value``, so those columns are
+    the first half's bytes repeated. A prefix list has one entry per cohort lane, so the
+    ragged ``prefixes`` column's lengths are the cohort sizes.
+    """
+    kinds, cohorts, bounds, budgets, b_pads, widths, allocations, _ = zip(*shapes, strict=True)
+    count = len(shapes)
+    cohort_bytes = column_bytes(array("h", cohorts))
+    return [
+        column_bytes(array("i", range(count * halves))),
+        bytes(kinds) * halves,
+        cohort_bytes * halves,
+        bytes(count) + b"\x01" * count if halves == 2 else bytes(count),
+        bytes(bounds) * halves,
+        column_bytes(array("h", b_pads)) * halves,
+        column_bytes(array("h", widths)) * halves,
+        [
+            column_bytes(array("H", cohorts)) * halves,
+            b"".join([allocation[4] for allocation in allocations]) * halves,
+        ],
+        column_bytes(array("d", [allocation[1] for allocation in allocations])) * halves,
+        column_bytes(array("q", durations)),
+        column_bytes(array("d", values)),
+        column_bytes(array("h", budgets)) * halves,
+    ]
 
 
 def _key(row: list[Any]) -> tuple[float, int, int, int, int, int, bool, int]:
@@ -224,7 +276,13 @@ class _PlanContext:
                 self.take(lanes, prefixes, cohort, bound, left)
             values = [sums[p] for sums, p in zip(self.sums, prefixes, strict=False)]
             tokens = sum(prefixes)
-        found = (prefixes, F.expected_tokens(values), max(prefixes), cohort + tokens)
+        found = (
+            prefixes,
+            F.expected_tokens(values),
+            max(prefixes),
+            cohort + tokens,
+            bytes(prefixes),
+        )
         self.allocations[key] = found
         return found
 
@@ -298,18 +356,7 @@ class OptimizedScheduler(SchedulerCore):
         curves = [
             F.survival_curve(lane.state.trials, lane.state.accepts, alpha, weight) for lane in lanes
         ]
-        eligible = [
-            [
-                lane.request,
-                lane.slot,
-                lane.cap,
-                lane.fixed_width,
-                lane.alloc,
-                lane.state.last_served,
-                curve,
-            ]
-            for lane, curve in zip(lanes, curves, strict=True)
-        ]
+        eligible = _eligible_columns(lanes, curves)
         credit_before = self.credit
         if not lanes and prefill is None:
             return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
@@ -320,7 +367,7 @@ class OptimizedScheduler(SchedulerCore):
         if prefill is not None:
             prefill_tokens = min(params.prefill_chunk, prefill.spec.prompt_len - prefill.prefilled)
             bonus = F.prefill_bonus(params, now - prefill.spec.arrival_us)
-        rows, budgets = self._candidates(
+        rows, budgets, candidate_columns = self._candidates(
             context, lanes, durations, prefill is not None, prefill_tokens, bonus
         )
         # With a prefill row and lanes, the second half of the rows repeats the first.
@@ -396,6 +443,9 @@ class OptimizedScheduler(SchedulerCore):
                 [lane.request, value, F.service_rate(value, chosen_duration), progress]
             )
         if self.check:
+            # the columns built from shapes must be the rows' columns, byte for byte
+            if candidate_columns != pack_rows(CANDIDATES, rows):
+                self._fault("candidate columns", candidate_columns, pack_rows(CANDIDATES, rows))
             self._check_plan(
                 context,
                 lanes,
@@ -437,15 +487,23 @@ class OptimizedScheduler(SchedulerCore):
             eligible=eligible,
             prefill=prefill.spec.id if prefill else -1,
             credit_before=credit_before,
-            candidates=rows,
-            pruned=[[cid, by] for cid, by in sorted(pruned.items())],
+            candidates=candidate_columns,
+            pruned=[
+                column_bytes(array("i", sorted(pruned))),
+                column_bytes(array("i", [pruned[cid] for cid in sorted(pruned)])),
+            ],
             winner=winner_id,
-            probes=probe_rows,
+            probes=pack_rows(PROBES, probe_rows) if probe_rows else PROBES.empty(),
             probe=probe_index,
             refresh=refresh,
             credit_after=self.credit,
             round_=round_row,
-            lane_values=lane_values,
+            lane_values=[
+                column_bytes(array("i", [row[0] for row in lane_values])),
+                column_bytes(array("d", [row[1] for row in lane_values])),
+                column_bytes(array("d", [row[2] for row in lane_values])),
+                column_bytes(array("q", [row[3] for row in lane_values])),
+            ],
         )
 
     # -- the pieces of a plan ------------------------------------------------------------
@@ -466,8 +524,9 @@ class OptimizedScheduler(SchedulerCore):
         prefill_row: bool,
         prefill_tokens: int,
         bonus: float,
-    ) -> tuple[list[list[Any]], list[int]]:
-        """Candidate rows in the reference's order, and each candidate's budget."""
+    ) -> tuple[list[list[Any]], list[int], list[Any]]:
+        """Candidate rows in the reference's order, each candidate's budget, and the rows
+        as the record's typed columns."""
         params = self.params
         rows: list[list[Any]] = []
         budgets: list[int] = []
@@ -491,9 +550,9 @@ class OptimizedScheduler(SchedulerCore):
                 ]
             )
             budgets.append(0)
-            return rows, budgets
+            return rows, budgets, pack_rows(CANDIDATES, rows)
         # Shapes (kind, cohort, bound, budget, b_pad, width, allocation, table estimate).
-        shapes: list[tuple[int, int, int, int, int, int, Allocation, int]] = []
+        shapes: list[Shape] = []
         verify_budget = params.verify_budget
         table_estimate = self.table_estimate
         for cohort in F.cohort_sizes(params, len(lanes)):
@@ -542,10 +601,13 @@ class OptimizedScheduler(SchedulerCore):
                             )
                         )
         rounds = ((False, 0, 0.0), (True, extra, bonus)) if prefill_row else ((False, 0, 0.0),)
+        durations_column: list[int] = []
+        values_column: list[float] = []
         for with_prefill, added, row_bonus in rounds:
             for kind, cohort, bound, budget, b_pad, width, allocation, estimate in shapes:
                 prefixes, expected = allocation[0], allocation[1]
                 duration = estimate + added
+                value = F.candidate_value(expected, row_bonus, duration)
                 rows.append(
                     [
                         len(rows),
@@ -558,12 +620,15 @@ class OptimizedScheduler(SchedulerCore):
                         prefixes,
                         expected,
                         duration,
-                        F.candidate_value(expected, row_bonus, duration),
+                        value,
                         budget,
                     ]
                 )
                 budgets.append(budget)
-        return rows, budgets
+                durations_column.append(duration)
+                values_column.append(value)
+        columns = _candidate_columns(shapes, len(rounds), durations_column, values_column)
+        return rows, budgets, columns
 
     @staticmethod
     def _prune(rows: list[list[Any]], shared: int) -> dict[int, int]:

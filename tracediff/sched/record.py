@@ -1,14 +1,20 @@
 """The plan record: the one shape every implementation returns from ``plan()``.
 
-Records are plain dicts whose keys are in ``PLAN_KEYS`` order; nested rows are lists in
-the column orders below. The driver encodes them as they are, so building them in this
-order is what makes two implementations' bytes comparable. ``docs/trace-format.md``
-documents every field.
+Records are plain dicts whose keys are in ``PLAN_KEYS`` order. The five wide tables
+(``TABLES``) are typed columns (``tracediff/columns.py``): a list of encoded columns in the
+order below, which both built-in schedulers build directly. The ``round`` is one row (a
+list in ``ROUND_COLUMNS`` order) whose lanes are rows too. The driver encodes records as
+they are, so building them in this order is what makes two implementations' bytes
+comparable. An implementation may also return a wide table as a list of rows:
+:func:`packed_record` turns it into columns (what the driver does for it, at the cost the
+built-in schedulers avoid). ``docs/trace-format.md`` documents every field.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from tracediff.columns import TableSpec, columns_ok, is_packed, pack_rows, unpack_rows
 
 PLAN_KEYS = (
     "t",
@@ -27,32 +33,61 @@ PLAN_KEYS = (
     "round",
     "lane_values",
 )
-ELIGIBLE_COLUMNS = ("request", "slot", "cap", "fixed_width", "alloc", "last_served", "curve")
-CANDIDATE_COLUMNS = (
-    "id",
-    "kind",
-    "cohort",
-    "prefill",
-    "bound",
-    "b_pad",
-    "width",
-    "prefixes",
-    "expected",
-    "duration",
-    "value",
-    "budget",
+# The wide tables are typed columns (``tracediff/columns.py``): (name, type) in order.
+ELIGIBLE = TableSpec(
+    "eligible",
+    (
+        ("request", "i32"),
+        ("slot", "i16"),
+        ("cap", "u8"),
+        ("fixed_width", "i8"),
+        ("alloc", "u8"),
+        ("last_served", "i32"),
+        ("curve", "f64[7]"),
+    ),
 )
-PRUNED_COLUMNS = ("id", "by")
-PROBE_COLUMNS = (
-    "position",
-    "request",
-    "depth",
-    "trials",
-    "gain",
-    "expected",
-    "duration",
-    "cost",
+CANDIDATES = TableSpec(
+    "candidates",
+    (
+        ("id", "i32"),
+        ("kind", "u8"),
+        ("cohort", "i16"),
+        ("prefill", "bool"),
+        ("bound", "u8"),
+        ("b_pad", "i16"),
+        ("width", "i16"),
+        ("prefixes", "u8[]"),
+        ("expected", "f64"),
+        ("duration", "i64"),
+        ("value", "f64"),
+        ("budget", "i16"),
+    ),
 )
+PRUNED = TableSpec("pruned", (("id", "i32"), ("by", "i32")))
+PROBES = TableSpec(
+    "probes",
+    (
+        ("position", "i16"),
+        ("request", "i32"),
+        ("depth", "u8"),
+        ("trials", "i32"),
+        ("gain", "f64"),
+        ("expected", "f64"),
+        ("duration", "i64"),
+        ("cost", "f64"),
+    ),
+)
+LANE_VALUES = TableSpec(
+    "lane_values",
+    (("request", "i32"), ("expected", "f64"), ("rate", "f64"), ("next_progress", "i64")),
+)
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec for spec in (ELIGIBLE, CANDIDATES, PRUNED, PROBES, LANE_VALUES)
+}
+ELIGIBLE_COLUMNS = ELIGIBLE.names
+CANDIDATE_COLUMNS = CANDIDATES.names
+PRUNED_COLUMNS = PRUNED.names
+PROBE_COLUMNS = PROBES.names
 ROUND_COLUMNS = (
     "source",
     "kind",
@@ -65,7 +100,7 @@ ROUND_COLUMNS = (
     "duration",
 )
 ROUND_LANE_COLUMNS = ("request", "slot", "prefix", "alloc")
-LANE_VALUE_COLUMNS = ("request", "expected", "rate", "next_progress")
+LANE_VALUE_COLUMNS = LANE_VALUES.names
 
 COLUMNS: dict[str, tuple[str, ...]] = {
     "eligible": ELIGIBLE_COLUMNS,
@@ -84,18 +119,18 @@ def plan_record(
     *,
     plan: int,
     now: int,
-    eligible: list[list[Any]],
+    eligible: list[Any],
     prefill: int,
     credit_before: float,
-    candidates: list[list[Any]],
-    pruned: list[list[int]],
+    candidates: list[Any],
+    pruned: list[Any],
     winner: int,
-    probes: list[list[Any]],
+    probes: list[Any],
     probe: int,
     refresh: int,
     credit_after: float,
     round_: list[Any] | None,
-    lane_values: list[list[Any]],
+    lane_values: list[Any],
 ) -> dict[str, Any]:
     """Build a plan record with its keys in schema order."""
     return {
@@ -117,9 +152,7 @@ def plan_record(
     }
 
 
-def empty_plan_record(
-    *, plan: int, now: int, eligible: list[list[Any]], credit: float
-) -> dict[str, Any]:
+def empty_plan_record(*, plan: int, now: int, eligible: list[Any], credit: float) -> dict[str, Any]:
     """A plan call that chooses nothing: no lane eligible and no prefill row waiting."""
     return plan_record(
         plan=plan,
@@ -127,13 +160,46 @@ def empty_plan_record(
         eligible=eligible,
         prefill=-1,
         credit_before=credit,
-        candidates=[],
-        pruned=[],
+        candidates=CANDIDATES.empty(),
+        pruned=PRUNED.empty(),
         winner=-1,
-        probes=[],
+        probes=PROBES.empty(),
         probe=-1,
         refresh=-1,
         credit_after=credit,
         round_=None,
-        lane_values=[],
+        lane_values=LANE_VALUES.empty(),
     )
+
+
+def packed_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every wide table given as rows turned into typed columns (the same
+    dict when all of them already are); raises :class:`ColumnError` for a value a column
+    cannot hold."""
+    todo = [
+        name
+        for name in TABLES
+        if name in record
+        and not is_packed(value := record[name])
+        and isinstance(value, list | tuple)
+    ]
+    if not todo:
+        return record
+    out = dict(record)
+    for name in todo:
+        out[name] = pack_rows(TABLES[name], out[name])
+    return out
+
+
+def rows_view(record: Any) -> Any:
+    """A copy of a plan record with every well-formed typed table as a list of rows (the
+    shape explanations, ``show`` and the state replays read); anything else (other records,
+    malformed tables) is left as it is."""
+    if not isinstance(record, dict) or record.get("t") != "plan":
+        return record
+    out = dict(record)
+    for name, spec in TABLES.items():
+        value = out.get(name)
+        if is_packed(value) and columns_ok(spec, value):
+            out[name] = unpack_rows(spec, value)
+    return out

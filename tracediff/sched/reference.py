@@ -16,10 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.columns import pack_rows
 from tracediff.scenario.model import MAX_DRAFT
 from tracediff.sched import formulas as F
 from tracediff.sched.core import Lane, RequestState, SchedulerCore, SubmittedLane, SubmittedRound
 from tracediff.sched.record import (
+    CANDIDATES,
+    ELIGIBLE,
+    LANE_VALUES,
+    PROBES,
+    PRUNED,
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
@@ -286,7 +292,9 @@ class ReferenceScheduler(SchedulerCore):
         credit_before = self.credit
         candidates = self.candidates(lanes, prefill, now)
         if not candidates:
-            return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
+            return empty_plan_record(
+                plan=number, now=now, eligible=pack_rows(ELIGIBLE, eligible), credit=self.credit
+            )
         pruned = self.prune(candidates)
         alive = [c for c in candidates if c.id not in pruned]
         winner = self.best(alive)
@@ -355,18 +363,18 @@ class ReferenceScheduler(SchedulerCore):
         return plan_record(
             plan=number,
             now=now,
-            eligible=eligible,
+            eligible=pack_rows(ELIGIBLE, eligible),
             prefill=prefill.spec.id if prefill else -1,
             credit_before=credit_before,
-            candidates=[c.row() for c in candidates],
-            pruned=[[cid, by] for cid, by in sorted(pruned.items())],
+            candidates=pack_rows(CANDIDATES, [c.row() for c in candidates]),
+            pruned=pack_rows(PRUNED, [[cid, by] for cid, by in sorted(pruned.items())]),
             winner=winner.id,
-            probes=probe_rows,
+            probes=pack_rows(PROBES, probe_rows),
             probe=probe_index,
             refresh=refresh,
             credit_after=self.credit,
             round_=round_row,
-            lane_values=lane_values,
+            lane_values=pack_rows(LANE_VALUES, lane_values),
         )
 
     def lane_values(

@@ -26,7 +26,9 @@ import msgpack
 from tracediff.errors import TraceFormatError
 
 MAGIC: Final = b"TDTRACE\n"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+# The previous version, which only ``tracediff upgrade`` reads.
+PREVIOUS_VERSION: Final = 1
 # magic, u16 version, u16 reserved (always 0)
 PREAMBLE: Final = struct.Struct(">8sHH")
 

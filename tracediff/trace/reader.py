@@ -68,17 +68,21 @@ class TraceReader:
     early has only validated what it read.
     """
 
-    def __init__(self, path: TracePath) -> None:
-        self._setup(os.fspath(path), None)
+    def __init__(self, path: TracePath, *, version: int = FORMAT_VERSION) -> None:
+        self._setup(os.fspath(path), None, version)
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "<memory>") -> TraceReader:
-        """A reader over a trace held in memory; ``name`` stands for the path in errors."""
+    def from_bytes(
+        cls, data: bytes, name: str = "<memory>", *, version: int = FORMAT_VERSION
+    ) -> TraceReader:
+        """A reader over a trace held in memory; ``name`` stands for the path in errors.
+        ``version`` is the framing version to read (only ``tracediff upgrade`` reads 1)."""
         reader = cls.__new__(cls)
-        reader._setup(name, bytes(data))
+        reader._setup(name, bytes(data), version)
         return reader
 
-    def _setup(self, name: str, data: bytes | None) -> None:
+    def _setup(self, name: str, data: bytes | None, version: int = FORMAT_VERSION) -> None:
+        self._version = version
         self._name = name
         self._data = data
         self._provenance: dict[str, Any] | None = None
@@ -244,11 +248,16 @@ class TraceReader:
             what = "empty file" if not head else f"preamble needs {PREAMBLE.size} bytes"
             raise TraceFormatError(self._name, f"truncated: {what}, {len(head)} present", offset=0)
         _, version, reserved = PREAMBLE.unpack(head)
-        if version != FORMAT_VERSION:
+        if version != self._version:
+            hint = (
+                "convert it with `tracediff upgrade FILE`"
+                if version == 1 and self._version == FORMAT_VERSION
+                else "read it with the tracediff that wrote it, or re-record it"
+            )
             raise TraceFormatError(
                 self._name,
                 f"trace format version {version}; this tracediff reads version "
-                f"{FORMAT_VERSION} (read it with the tracediff that wrote it, or re-record it)",
+                f"{self._version} ({hint})",
                 offset=len(MAGIC),
             )
         if reserved != 0:

@@ -1,4 +1,4 @@
-"""What a trace's header and records may hold: the content schema of trace format 1.
+"""What a trace's header and records may hold: the content schema of trace format 2.
 
 The framing (``reader.py``) guarantees that the bytes are the ones written; this module
 guarantees that what they decode to is a tracediff trace, so that the code reading it
@@ -38,6 +38,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Final
 
+from tracediff.columns import TableSpec, columns_problem
 from tracediff.errors import ScenarioError, TraceFormatError
 from tracediff.scenario.model import MAX_DRAFT, Scenario
 from tracediff.sched.record import (
@@ -46,7 +47,9 @@ from tracediff.sched.record import (
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
+    rows_view,
 )
+from tracediff.sched.record import TABLES as TYPED_TABLES
 from tracediff.trace.kinds import (
     ARRAY_TYPES,
     BOOL,
@@ -63,8 +66,8 @@ from tracediff.trace.kinds import (
 )
 
 TRACE_FORMAT: Final = "tracediff-trace"
-SCHEMA_VERSION: Final = 1
-HEADER_KEYS: Final = ("format", "version", "scenario", "columns")
+SCHEMA_VERSION: Final = 2
+HEADER_KEYS: Final = ("format", "version", "scenario", "columns", "types")
 
 VALUE_SHOWN: Final = 40  # characters of a bad value quoted in a message
 
@@ -150,6 +153,7 @@ EVENT_KEY_KINDS: Final[Mapping[str, Kind]] = {
 RECORD_TYPES: Final = ("plan", *EVENT_KEYS)
 # How a plan key is checked (compared by identity in the hot loop).
 _VALUE, _TABLE, _ROW, _ROW_OR_NULL, _BY_SHAPE = "value", "table", "row", "row or null", "shape"
+_COLUMNS = "columns"
 
 
 class SchemaError(ValueError):
@@ -193,6 +197,8 @@ class Schema:
     version's plan keys; :meth:`check` checks one decoded record."""
 
     columns: Mapping[str, tuple[str, ...]]
+    # the typed tables (``tracediff/columns.py``), by plan key
+    tables: Mapping[str, TableSpec] = field(default_factory=lambda: dict(TYPED_TABLES))
     # (column name, kind or None for a nested row kind) per row kind, built once
     _rows: dict[str, Layout] = field(default_factory=dict, repr=False, compare=False)
     # how each plan key after ``t`` is checked: (key, how, kind), how one of _HOW
@@ -200,9 +206,12 @@ class Schema:
 
     def __post_init__(self) -> None:
         for name, cols in self.columns.items():
-            self._rows[name] = Layout(tuple((col, self._kind_of(name, col)) for col in cols))
+            if name not in self.tables:
+                self._rows[name] = Layout(tuple((col, self._kind_of(name, col)) for col in cols))
         for key in PLAN_KEYS[1:]:
-            if key not in self._rows:
+            if key in self.tables:
+                how = _COLUMNS
+            elif key not in self._rows:
                 how = _VALUE
             elif key in SINGLE_ROWS:
                 how = _ROW_OR_NULL if key in NULLABLE_ROWS else _ROW
@@ -236,7 +245,7 @@ class Schema:
     def _check_keys(self, what: str, record: dict[str, Any], keys: tuple[str, ...]) -> None:
         # Key order is part of the compared bytes, not of what a reader can rely on: a record
         # with its keys in another order is a difference for diff to name, not damage.
-        if len(record) == len(keys) and all(k in record for k in keys):
+        if tuple(record) == keys or len(record) == len(keys) and all(k in record for k in keys):
             return
         missing = [k for k in keys if k not in record]
         extra = [_shown(k) for k in record if k not in keys]
@@ -248,7 +257,11 @@ class Schema:
         self._check_keys("plan", record, PLAN_KEYS)
         for key, how, kind in self._plan:
             value = record[key]
-            if how is _VALUE:
+            if how is _COLUMNS:
+                problem = columns_problem(self.tables[key], value)
+                if problem is not None:
+                    raise SchemaError(problem)
+            elif how is _VALUE:
                 if not kind.check(value):
                     raise _bad(key, value, kind)
             elif how is _TABLE:
@@ -339,7 +352,7 @@ class Schema:
 
 
 _COMPLETION_LANES = Layout(tuple((c, COLUMN_KINDS[c]) for c in COMPLETION_LANE_COLUMNS))
-_CURRENT = Schema({name: tuple(cols) for name, cols in COLUMNS.items()})
+_CURRENT = Schema({name: tuple(cols) for name, cols in COLUMNS.items()}, dict(TYPED_TABLES))
 
 
 def record_problem(record: Any) -> str | None:
@@ -367,9 +380,14 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
         raise fail(f"format is {_shown(header.get('format'))}, expected {TRACE_FORMAT!r}")
     version = header.get("version")
     if type(version) is not int or version != SCHEMA_VERSION:
+        hint = (
+            "convert it with `tracediff upgrade`"
+            if version == 1
+            else "read it with the tracediff that wrote it, or re-record it"
+        )
         raise fail(
             f"record schema version {_shown(version)}; this tracediff reads version "
-            f"{SCHEMA_VERSION} (read it with the tracediff that wrote it, or re-record it)"
+            f"{SCHEMA_VERSION} ({hint})"
         )
     missing = [k for k in HEADER_KEYS if k not in header]
     if missing:
@@ -390,6 +408,21 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
     for key in PLAN_KEYS:
         if key in declared and key in PLAN_KEY_KINDS:
             raise fail(f"columns declares rows for {key!r}, which holds a single value")
+    types = header["types"]
+    if not isinstance(types, dict):
+        raise fail(f"types is {type(types).__name__}, expected a map of column types by table")
+    expected_types = {name: [t for _, t in spec.columns] for name, spec in TYPED_TABLES.items()}
+    for name, spec in TYPED_TABLES.items():
+        if declared.get(name) != spec.names:
+            raise fail(
+                f"the {name} table's columns are {_shown(declared.get(name))}; this tracediff "
+                f"reads {list(spec.names)}"
+            )
+        if types.get(name) != expected_types[name]:
+            raise fail(
+                f"types[{name!r}] is {_shown(types.get(name))}; this tracediff reads "
+                f"{expected_types[name]}"
+            )
     scenario_data = header["scenario"]
     if not isinstance(scenario_data, dict):
         raise fail(f"scenario is {type(scenario_data).__name__}, expected a map")
@@ -501,11 +534,15 @@ class CheckedRecord:
 
 def checked_records(reader: Any, checker: TraceChecker | None = None) -> Iterator[CheckedRecord]:
     """Every record of ``reader`` (a :class:`~tracediff.trace.TraceReader`), decoded and
-    checked, in order; a record that breaks the schema raises :class:`TraceFormatError`."""
+    checked, in order; a record that breaks the schema raises :class:`TraceFormatError`.
+
+    A plan record's typed tables come back as lists of rows (``record.rows_view``), the
+    shape every reader of a trace (``show``, explanations, replay) labels and compares;
+    ``payload`` keeps the bytes as stored."""
     from tracediff.trace.codec import decode
 
     checker = checker or TraceChecker(reader.header, reader.name)
     for index, offset, payload in reader.records():
         record = decode(payload, path=reader.name, offset=offset, record=index)
         checker.check(record, offset=offset, index=index)
-        yield CheckedRecord(index, offset, payload, record)
+        yield CheckedRecord(index, offset, payload, rows_view(record))
