@@ -45,22 +45,30 @@ def build(
     return trace_bytes(encode(header), [encode(r) for r in records], provenance)
 
 
+def stored(payload: bytes) -> bytes:
+    """``payload`` as uncompressed (stored) raw-deflate blocks: a valid next piece of any
+    frame's deflate stream, so hand-built frames need no shared compressor state."""
+    pieces = [payload[i : i + 0xFFFF] for i in range(0, len(payload), 0xFFFF)] or [b""]
+    return b"".join(b"\x00" + struct.pack("<HH", len(p), len(p) ^ 0xFFFF) + p for p in pieces)
+
+
 def frame(
     kind: bytes, payload: bytes, *, length: int | None = None, crc: int | None = None
 ) -> bytes:
     """A raw frame, with the length or checksum forged when asked."""
+    data = stored(payload)
     return (
         struct.pack(
             ">cII",
             kind,
-            len(payload) if length is None else length,
-            zlib.crc32(payload) if crc is None else crc,
+            len(data) if length is None else length,
+            zlib.crc32(data) if crc is None else crc,
         )
-        + payload
+        + data
     )
 
 
-PREAMBLE = b"TDTRACE\n" + struct.pack(">HH", 1, 0)
+PREAMBLE = b"TDTRACE\n" + struct.pack(">HH", 2, 0)
 
 
 def end_frame(header: bytes, records: list[bytes]) -> bytes:
@@ -302,9 +310,53 @@ def test_bad_magic() -> None:
 
 def test_other_version() -> None:
     data = bytearray(build())
-    data[8:10] = struct.pack(">H", 2)
+    data[8:10] = struct.pack(">H", 3)
     error = read_error(bytes(data))
-    assert "trace format version 2; this tracediff reads version 1" in str(error)
+    assert "trace format version 3; this tracediff reads version 2" in str(error)
+
+
+def test_version_1_names_the_upgrade() -> None:
+    data = bytearray(build())
+    data[8:10] = struct.pack(">H", 1)
+    error = read_error(bytes(data))
+    assert "trace format version 1; this tracediff reads version 2" in str(error)
+    assert "tracediff upgrade" in str(error)
+
+
+def test_stored_payloads_are_one_deflate_stream_and_smaller() -> None:
+    """Each frame is the next piece of one raw deflate stream: the payloads come back
+    exactly, and records that repeat each other cost far less than their size."""
+    records = [{"t": "plan", "rows": list(range(200)), "i": i} for i in range(20)]
+    data = build(records)
+    assert read_trace_bytes(data).records == records
+    raw = sum(len(encode(r)) for r in records)
+    assert len(data) < raw / 4
+
+
+def test_a_frame_that_is_not_the_stream_s_next_piece_is_corrupt() -> None:
+    header = encode(HEADER)
+    bad = b"\xff\xff\xff\xff"  # an invalid deflate block type
+    forged = struct.pack(">cII", b"R", len(bad), zlib.crc32(bad)) + bad
+    error = read_error(PREAMBLE + frame(b"H", header) + forged + end_frame(header, []))
+    assert "not the next piece of the trace's deflate stream" in str(error)
+    assert error.record == 1
+
+
+def test_a_decompression_bomb_stops_at_the_frame_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracediff.trace.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "MAX_FRAME_BYTES", 1000)
+    header = encode(HEADER)
+    bomb = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = bomb.compress(b"\x00" * 100_000) + bomb.flush(zlib.Z_SYNC_FLUSH)
+    assert len(data) < 1000
+    forged = struct.pack(">cII", b"R", len(data), zlib.crc32(data)) + data
+    error = read_error(PREAMBLE + frame(b"H", header) + forged + end_frame(header, []))
+    assert "inflates past the 1000-byte limit" in str(error)
+
+
+def read_trace_bytes(data: bytes) -> Trace:
+    return TraceReader.from_bytes(data).read()
 
 
 def test_reserved_field_must_be_zero() -> None:
@@ -412,12 +464,12 @@ def test_duplicate_header() -> None:
     data = PREAMBLE + frame(b"H", header) + frame(b"H", header) + end_frame(header, [])
     error = read_error(data)
     assert "a second header frame" in str(error)
-    assert (error.offset, error.record) == (12 + 9 + len(header), 1)
+    assert (error.offset, error.record) == (12 + 9 + len(stored(header)), 1)
 
 
 def test_duplicate_provenance() -> None:
     header, provenance = encode(HEADER), encode(PROVENANCE)
-    second = 12 + 9 + len(header) + 9 + len(provenance)
+    second = 12 + 9 + len(stored(header)) + 9 + len(stored(provenance))
     data = (
         PREAMBLE
         + frame(b"H", header)
@@ -461,10 +513,25 @@ def test_end_frame_digest_mismatch() -> None:
 
 
 def test_dropped_record_is_caught_by_the_end_frame() -> None:
-    data = build()
+    header, records = encode(HEADER), [encode(r) for r in RECORDS]
+    data = (
+        PREAMBLE
+        + frame(b"H", header)
+        + b"".join(frame(b"R", r) for r in records)
+        + end_frame(header, records)
+    )
     starts = offsets(data)
     cut = data[: starts[2]] + data[starts[3] :]
     assert "end frame counts 5 records, the file holds 4" in str(read_error(cut))
+
+
+def test_dropped_compressed_record_is_refused_as_corrupt() -> None:
+    """Dropping a frame the writer compressed also breaks the deflate stream the later
+    frames continue: whatever they inflate to, the file is refused as corrupt."""
+    data = build()
+    starts = offsets(data)
+    error = read_error(data[: starts[2]] + data[starts[3] :])
+    assert "corrupt" in str(error) and error.record is not None and error.record >= 2
 
 
 @pytest.mark.parametrize("end", [{"records": 0}, {"records": True, "digest": ""}, [0, ""]])
@@ -472,7 +539,7 @@ def test_malformed_end_frame(end: Any) -> None:
     header = encode(HEADER)
     error = read_error(PREAMBLE + frame(b"H", header) + frame(b"E", encode(end)))
     assert "end frame" in str(error)
-    assert (error.offset, error.record) == (12 + 9 + len(header), 1)
+    assert (error.offset, error.record) == (12 + 9 + len(stored(header)), 1)
 
 
 def test_header_must_be_a_map() -> None:
@@ -502,7 +569,7 @@ def test_undecodable_record_names_its_frame() -> None:
     data = PREAMBLE + frame(b"H", header) + frame(b"R", records[0]) + end_frame(header, records)
     error = read_error(data)
     assert "cannot decode msgpack payload" in str(error)
-    assert (error.offset, error.record) == (12 + 9 + len(header), 1)
+    assert (error.offset, error.record) == (12 + 9 + len(stored(header)), 1)
 
 
 def test_missing_file(tmp_path: Path) -> None:

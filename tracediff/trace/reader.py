@@ -274,6 +274,9 @@ class TraceReader:
         position = PREAMBLE.size
         index = 0
         seen_provenance = False
+        # Version 2 stores every payload as the next piece of one deflate stream (version 1
+        # stored them as they are); the frame's length and CRC are those of the stored bytes.
+        inflater = zlib.decompressobj(-15) if self._version >= 2 else None
         while True:
             offset = position
             left = size - position
@@ -302,10 +305,11 @@ class TraceReader:
                 raise self._error(
                     f"truncated: frame needs {needed} bytes, {left} left", offset, index
                 )
-            payload = self._read(handle, length, offset, index)
+            stored = self._read(handle, length, offset, index)
             position += needed
-            if zlib.crc32(payload) != crc:
+            if zlib.crc32(stored) != crc:
                 raise self._error("corrupt: checksum mismatch", offset, index)
+            payload = self._inflate(inflater, stored, offset, index) if inflater else stored
             frame = Frame(kind, index, offset, payload)
 
             if index == 0:
@@ -338,6 +342,24 @@ class TraceReader:
                 return
             yield frame
             index += 1
+
+    def _inflate(self, inflater: Any, stored: bytes, offset: int, index: int) -> bytes:
+        """A stored frame's payload. Bounded: a frame that would inflate past the frame
+        limit (a decompression bomb) is refused after at most that many bytes."""
+        try:
+            payload: bytes = inflater.decompress(stored, MAX_FRAME_BYTES)
+        except zlib.error as exc:
+            raise self._error(
+                f"corrupt: frame payload is not the next piece of the trace's deflate stream "
+                f"({exc})",
+                offset,
+                index,
+            ) from None
+        if inflater.unconsumed_tail:
+            raise self._error(
+                f"corrupt: frame inflates past the {MAX_FRAME_BYTES}-byte limit", offset, index
+            )
+        return payload
 
     def _check_end(self, frame: Frame, digest: BodyDigest) -> None:
         end = self._decode_map(frame, "end")
