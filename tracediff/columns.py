@@ -212,7 +212,8 @@ class TableBuilder:
     def add(self, *row: Any) -> None:
         if len(row) != len(self._types):
             raise ColumnError(
-                f"{self.spec.name}: a row of {len(row)} values, expected {len(self._types)} "
+                f"{self.spec.name}[{self.rows}]: a row of {len(row)} values, expected "
+                f"{len(self._types)} "
                 f"({', '.join(self.spec.names)})"
             )
         for position, (value, kind) in enumerate(zip(row, self._types, strict=True)):
