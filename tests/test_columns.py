@@ -251,6 +251,11 @@ BAD = [
     (CANDIDATES, [_candidate(), _candidate(prefill=2)], "candidates[1].prefill", "bool"),
     (CANDIDATES, [_candidate(duration=1.5)], "candidates[0].duration", "i64"),
     (CANDIDATES, [_candidate(expected="9.5")], "candidates[0].expected", "f64"),
+    # a bool is a value of a bool column only, whether or not another row is wrong too
+    (PRUNED, [[True, 1]], "pruned[0].id", "i32"),
+    (CANDIDATES, [_candidate(), _candidate(prefixes=[3, True])], "candidates[1].prefixes", "u8[]"),
+    (LANE_VALUES, [[1, 2.0, False, 5]], "lane_values[0].rate", "f64"),
+    (ELIGIBLE, [_eligible(curve=[0.5] * 6 + [True])], "eligible[0].curve", "f64[7]"),
 ]
 
 
