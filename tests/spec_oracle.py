@@ -6,7 +6,8 @@ every plan record from that state and the rules, and compares what it derives wi
 recorded, byte for byte. It imports nothing from ``tracediff.sched``: the formulas module,
 the reference, the optimized scheduler and the shared core are what it checks, so leaning on
 any of them would make a shared mistake invisible. Only the scenario data type and the
-trace encoder (the contract's byte form) come from the project.
+trace encoder (the contract's byte form) come from the project; the typed columns of the
+wide tables it packs and unpacks itself, from the documented format (``pack``, ``unpack``).
 
 A mismatch raises ``AssertionError`` naming the rule that derived the differing field, the
 plan, and the first differing value. ``OracleStats`` counts what the rules decided along the
@@ -79,6 +80,32 @@ COLUMNS = {
     "lanes": ["request", "slot", "prefix", "alloc"],
     "lane_values": ["request", "expected", "rate", "next_progress"],
 }
+# The wide tables are typed columns (record schema 2): each column a bin of little-endian
+# fixed-width values of its type, a ragged column a [u16 lengths, values] pair of bins.
+TYPES = {
+    "eligible": ["i32", "i16", "u8", "i8", "u8", "i32", "f64[7]"],
+    "candidates": [
+        "i32",
+        "u8",
+        "i16",
+        "bool",
+        "u8",
+        "i16",
+        "i16",
+        "u8[]",
+        "f64",
+        "i64",
+        "f64",
+        "i16",
+    ],
+    "pruned": ["i32", "i32"],
+    "probes": ["i16", "i32", "u8", "i32", "f64", "f64", "i64", "f64"],
+    "lane_values": ["i32", "f64", "f64", "i64"],
+}
+# one value of each type, as a struct format (bool is one byte, 0 or 1)
+STRUCT = {"bool": "B", "u8": "B", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "f64": "d"}
+STRUCT["f64[7]"] = "7d"
+STRUCT["u8[]"] = "B"
 
 # Which rule derives each field (for the failure message).
 RULES = {
@@ -277,6 +304,7 @@ class SpecOracle:
         stream = iter(records)
         header = next(stream)
         assert header["columns"] == COLUMNS, "the header's columns are the documented ones"
+        assert header["types"] == TYPES, "the header's column types are the documented ones"
         assert Scenario.from_dict(header["scenario"]) == self.scenario
         for record in stream:
             kind = record["t"]
@@ -799,11 +827,18 @@ class SpecOracle:
         return dict(zip(PLAN_KEYS, values, strict=True))
 
     def compare(self, derived: dict[str, Any], recorded: dict[str, Any]) -> None:
-        if encode(derived) == encode(recorded):
+        packed = {
+            key: pack(key, value) if key in TYPES else value for key, value in derived.items()
+        }
+        if encode(packed) == encode(recorded):
             return
         assert tuple(recorded) == PLAN_KEYS, f"plan record keys {list(recorded)}"
+        # name the first differing value in rows, the form the rules speak of
+        rows = {
+            key: unpack(key, value) if key in TYPES else value for key, value in recorded.items()
+        }
         for key in PLAN_KEYS:
-            where = _difference(derived[key], recorded[key], (key,))
+            where = _difference(derived[key], rows[key], (key,))
             if where is None:
                 continue
             path, mine, theirs = where
@@ -816,6 +851,56 @@ class SpecOracle:
                 f"the trace has {theirs!r}"
             )
         raise AssertionError(f"plan {derived['plan']}: same values, different bytes")
+
+
+def pack(table: str, rows: list[list[Any]]) -> list[Any]:
+    """A table's rows as its typed columns, encoded here from the documented format."""
+    columns: list[Any] = []
+    for position, kind in enumerate(TYPES[table]):
+        values = [row[position] for row in rows]
+        if kind == "u8[]":
+            lengths = b"".join(struct.pack("<H", len(v)) for v in values)
+            columns.append([lengths, b"".join(struct.pack(f"<{len(v)}B", *v) for v in values)])
+        elif kind == "f64[7]":
+            columns.append(b"".join(struct.pack("<7d", *v) for v in values))
+        else:
+            columns.append(b"".join(struct.pack("<" + STRUCT[kind], v) for v in values))
+    return columns
+
+
+def unpack(table: str, columns: Any) -> Any:
+    """A recorded table's rows, decoded here from the documented format (a bool byte other
+    than 0 or 1 stays an int, so that it shows as a difference)."""
+    kinds = TYPES[table]
+    assert isinstance(columns, list) and len(columns) == len(kinds), (
+        f"{table}: {len(kinds)} columns expected, the trace has {columns!r:.60}"
+    )
+    decoded: list[list[Any]] = []
+    for (name, kind), column in zip(zip(COLUMNS[table], kinds, strict=True), columns, strict=True):
+        where = f"{table}.{name} ({kind})"
+        if kind == "u8[]":
+            assert isinstance(column, list) and len(column) == 2, f"{where}: not [lengths, values]"
+            lengths = [n for (n,) in struct.iter_unpack("<H", column[0])]
+            values = list(column[1])
+            assert sum(lengths) == len(values), f"{where}: lengths do not add up to its values"
+            rows, at = [], 0
+            for n in lengths:
+                rows.append(values[at : at + n])
+                at += n
+            decoded.append(rows)
+            continue
+        assert isinstance(column, bytes), f"{where}: not a bin"
+        size = struct.calcsize("<" + STRUCT[kind])
+        assert len(column) % size == 0, f"{where}: {len(column)} bytes, not whole values"
+        values = list(struct.iter_unpack("<" + STRUCT[kind], column))
+        if kind == "f64[7]":
+            decoded.append([list(v) for v in values])
+        elif kind == "bool":
+            decoded.append([{0: False, 1: True}.get(v, v) for (v,) in values])
+        else:
+            decoded.append([v for (v,) in values])
+    assert len({len(c) for c in decoded}) == 1, f"{table}: columns of different lengths"
+    return [list(row) for row in zip(*decoded, strict=True)]
 
 
 def _difference(a: Any, b: Any, path: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any, Any] | None:

@@ -31,6 +31,7 @@ from tracediff.scenario.model import (
 from tracediff.sched import optimized
 from tracediff.sched.core import RequestState, SchedulerCore
 from tracediff.sched.optimized import CheckedOptimizedScheduler, OptimizedScheduler
+from tracediff.sched.record import rows_view
 from tracediff.sched.reference import ReferenceScheduler
 
 
@@ -247,6 +248,7 @@ def test_cases_exercise_the_hard_paths() -> None:
         for record in drive(scenario, OptimizedScheduler(scenario)):
             if record.get("t") != "plan":
                 continue
+            record = rows_view(record)  # the typed tables as rows
             seen["no_round"] += record["round"] is None
             seen["pruned"] += bool(record["pruned"])
             seen["refresh"] += record["refresh"] >= 0

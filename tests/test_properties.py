@@ -40,7 +40,7 @@ from tracediff.scenario.model import RequestSpec, Scenario, SchedulerParams
 from tracediff.scenario.profiles import load_profile
 from tracediff.scenario.strategies import request_specs, scenarios, scheduler_params
 from tracediff.sched.core import DECODING, RETIRED
-from tracediff.sched.record import COLUMNS
+from tracediff.sched.record import COLUMNS, rows_view
 from tracediff.sched.reference import ReferenceScheduler
 from tracediff.trace import encode
 
@@ -68,7 +68,8 @@ def run(scenario: Scenario) -> tuple[list[dict[str, Any]], ReferenceScheduler]:
 
 
 def plans(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if r.get("t") == "plan"]
+    """The plan records, their typed tables read as rows."""
+    return [rows_view(r) for r in records if r.get("t") == "plan"]
 
 
 def in_flight_walk(
@@ -80,7 +81,7 @@ def in_flight_walk(
     in_flight: dict[int, list[list[Any]]] = {}
     for record in records[1:]:
         if record["t"] == "plan":
-            on_plan(record, dict(in_flight))
+            on_plan(rows_view(record), dict(in_flight))
             if record["round"] is not None:
                 in_flight[record["plan"]] = record["round"][RO["lanes"]]
         elif record["t"] == "completion":

@@ -212,7 +212,8 @@ class TableBuilder:
     def add(self, *row: Any) -> None:
         if len(row) != len(self._types):
             raise ColumnError(
-                f"{self.spec.name}: a row of {len(row)} values, expected {len(self._types)} "
+                f"{self.spec.name}[{self.rows}]: a row of {len(row)} values, expected "
+                f"{len(self._types)} "
                 f"({', '.join(self.spec.names)})"
             )
         for position, (value, kind) in enumerate(zip(row, self._types, strict=True)):
@@ -308,12 +309,18 @@ def _pack_fast(spec: TableSpec, rows: Sequence[Sequence[Any]]) -> list[Any] | No
     # ``array`` converts in C and refuses what its typecode cannot hold (a float in an
     # integer column, an integer out of range, anything not a number). What it lets through
     # that the types forbid (a non-finite float, a bool byte other than 0 or 1) is what
-    # ``columns_problem`` checks afterwards; an int in a float column is that float.
+    # ``columns_problem`` checks afterwards; an int in a float column is that float. A bool
+    # outside a bool column ``array`` would store as 0 or 1, where TableBuilder refuses it:
+    # such a table goes to TableBuilder, so that a row's acceptance never depends on the others.
     width = len(spec.columns)
     if any(type(row) is not list and type(row) is not tuple or len(row) != width for row in rows):
         return None
     out: list[Any] = []
     for kind, values in zip(spec.types, zip(*rows, strict=True), strict=True):
+        if not kind.boolean and bool in set(
+            map(type, chain.from_iterable(values) if kind.ragged or kind.arity > 1 else values)
+        ):
+            return None
         if kind.ragged:
             out.append(
                 [

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.scenario.model import Scenario
+from tracediff.sched.record import rows_view
 from tracediff.sched.reference import ReferenceScheduler
 
 HOSTILE_SEED = 3
@@ -102,7 +103,9 @@ class MutatingScheduler(ReferenceScheduler):
 
 class HugeRecordScheduler(_HostileOnOneSeed):
     def misbehave(self, record: dict[str, Any]) -> Any:
-        row = record["candidates"][0] if record["candidates"] else [0]
+        # returned as rows, which the driver packs into columns (at the cost it takes)
+        rows = rows_view(record)["candidates"]
+        row = rows[0] if rows else [0]
         return record | {"candidates": [list(row) for _ in range(HUGE_ROWS)]}
 
 

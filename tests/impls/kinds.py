@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracediff.scenario.model import Scenario
+from tracediff.sched.record import packed_record, rows_view
 from tracediff.sched.reference import ReferenceScheduler
 
 AT = 2  # the plan whose record (or completion) is spoiled
@@ -52,9 +53,9 @@ class DominatorScheduler(ReferenceScheduler):
     name = "dominator"
 
     def plan(self, now: int) -> dict[str, Any]:
-        record = super().plan(now)
+        record = rows_view(super().plan(now))  # the typed tables as rows, to edit
         record["pruned"] = [[pruned, by + 1] for pruned, by in record["pruned"]]
-        return record
+        return packed_record(record)
 
 
 class DivergeThenRaiseScheduler(ClampScheduler):

@@ -10,17 +10,24 @@ import math
 from typing import Any
 
 from tests.impls.slot_tiebreak import SlotTieBreakScheduler
+from tracediff.sched.record import packed_record, rows_view
 from tracediff.sched.reference import ReferenceScheduler
+
+
+def _one_ulp_higher(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every lane's rate one ULP higher (its typed tables unpacked to
+    rows, edited, packed again)."""
+    record = rows_view(record)
+    for row in record["lane_values"]:
+        row[2] = math.nextafter(row[2], math.inf)
+    return packed_record(record)
 
 
 class OneUlpScheduler(ReferenceScheduler):
     name = "one-ulp"
 
     def plan(self, now: int) -> dict[str, Any]:
-        record = super().plan(now)
-        for row in record["lane_values"]:
-            row[2] = math.nextafter(row[2], math.inf)
-        return record
+        return _one_ulp_higher(super().plan(now))
 
 
 class OneUlpSlotTieBreakScheduler(SlotTieBreakScheduler):
@@ -29,7 +36,4 @@ class OneUlpSlotTieBreakScheduler(SlotTieBreakScheduler):
     name = "one-ulp-slot-tiebreak"
 
     def plan(self, now: int) -> dict[str, Any]:
-        record = super().plan(now)
-        for row in record["lane_values"]:
-            row[2] = math.nextafter(row[2], math.inf)
-        return record
+        return _one_ulp_higher(super().plan(now))

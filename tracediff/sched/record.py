@@ -200,6 +200,6 @@ def rows_view(record: Any) -> Any:
     out = dict(record)
     for name, spec in TABLES.items():
         value = out.get(name)
-        if is_packed(value) and columns_ok(spec, value):
+        if value is not None and is_packed(value) and columns_ok(spec, value):
             out[name] = unpack_rows(spec, value)
     return out
