@@ -315,6 +315,9 @@ def run_scenario(
                     try:
                         payload = encode(record)
                     except Exception as exc:  # noqa: BLE001 - an unencodable record is a finding
+                        if record.get("t") == "plan":
+                            # the schema check names the field that cannot be encoded
+                            check_plan(record, timed[current].plans)
                         raise SchedulerFault(
                             f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
                         ) from None

@@ -21,6 +21,7 @@ from tracediff.cli import (  # noqa: F401
     run,
     shrink,
     traces,
+    upgrade,
 )
 from tracediff.cli.app import main
 
