@@ -37,6 +37,18 @@ def _counts(text: str) -> tuple[int, ...]:
 @click.option("--repeats", type=int, default=25, show_default=True, help="Timed calls per cell.")
 @click.option("--cpu", is_flag=True, help="Show thread CPU time instead of wall-clock time.")
 @click.option(
+    "--harness",
+    is_flag=True,
+    help="Instead: time the harness (check, encode, digest, compare) per plan over a profile.",
+)
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="With --harness: the profile to drive (default: the configured profile, else quick).",
+)
+@click.option("--seeds", default=None, help="With --harness: seeds of the profile (e.g. 1-50).")
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False),
@@ -49,6 +61,9 @@ def bench(
     allocations: tuple[str, ...],
     repeats: int,
     cpu: bool,
+    harness: bool,
+    profile_name: str | None,
+    seeds: str | None,
     json_path: str | None,
 ) -> None:
     """Median plan() µs with one round queued, by requests × allocation × probe.
@@ -58,7 +73,17 @@ def bench(
     performance targets (at 64 requests on device: at least 4x faster than the reference
     without a probe, 14x with one; growth from 8 to 64 requests at most 8.5x) are printed
     under the table.
+
+    With --harness: drive a profile's scenarios through each implementation in lockstep,
+    as ``run`` does, and time what the harness adds to every plan() call (the schema check,
+    encoding, the body digest, the byte comparison), with the bytes per plan of the compared
+    body and of the stored file.
     """
+    if harness:
+        _bench_harness(impls, profile_name, seeds, json_path)
+        return
+    if profile_name is not None or seeds is not None:
+        raise UsageError("--profile and --seeds go with --harness")
     from tracediff.bench import bench_to_dict, run_bench
     from tracediff.report.bench import bench_renderable
 
@@ -76,3 +101,29 @@ def bench(
         from tracediff.atomic import write_text_atomic
 
         write_text_atomic(json_path, json.dumps(bench_to_dict(result), indent=2) + "\n")
+
+
+def _bench_harness(
+    impls: tuple[str, ...], profile_name: str | None, seeds: str | None, json_path: str | None
+) -> None:
+    from tracediff.cli.app import _scenarios
+    from tracediff.harness_cost import measure_harness
+    from tracediff.report.harness import harness_renderable
+
+    check_output_file(json_path, "--json")
+    specs = _impl_specs(impls, False, ("reference", "optimized"))
+    factories = {spec.name: load(spec) for spec in specs}
+    scenarios = _scenarios(profile_name, seeds)
+    console = _console()
+    with console.status("") as status:
+
+        def progress(done: int) -> None:
+            status.update(f"harness cost: {done}/{len(scenarios)} scenarios")
+
+        result = measure_harness(scenarios, factories, progress)
+    label = f"{scenarios[0].profile}, {len(scenarios)} scenarios" if scenarios else "no scenario"
+    console.print(harness_renderable(result, label))
+    if json_path:
+        from tracediff.atomic import write_text_atomic
+
+        write_text_atomic(json_path, json.dumps(result.to_dict(), indent=2) + "\n")

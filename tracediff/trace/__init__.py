@@ -4,7 +4,7 @@ A trace is what one implementation decided for one scenario. Two traces are equa
 *compared bodies* are equal byte for byte, so the encoding is canonical (see
 :func:`~tracediff.trace.codec.encode`) and nothing machine- or run-specific is in the body.
 
-Format, version 1
+Format, version 2
 =================
 
 All integers are unsigned big-endian.
@@ -12,21 +12,26 @@ All integers are unsigned big-endian.
 Preamble, 12 bytes::
 
     magic     8 bytes   b"TDTRACE\\n"
-    version   u16       1
+    version   u16       2
     reserved  u16       0
 
 Then a sequence of frames::
 
     kind      1 byte    b"H", b"R", b"P" or b"E"
-    length    u32       payload length, at most MAX_FRAME_BYTES (256 MiB)
-    crc       u32       zlib.crc32 of the payload
-    payload   length bytes, one msgpack object
+    length    u32       stored length, at most MAX_FRAME_BYTES (256 MiB)
+    crc       u32       zlib.crc32 of the stored bytes
+    stored    length bytes: the payload (one msgpack object), compressed
+
+Every payload, in file order, is the next piece of one raw deflate stream (RFC 1951, no
+zlib header), flushed to a byte boundary after each frame (``Z_SYNC_FLUSH``): a frame's
+stored bytes inflate to exactly its payload given the frames before it, to at most
+MAX_FRAME_BYTES. Version 1 stored payloads uncompressed (``tracediff upgrade`` converts).
 
 Frame kinds:
 
 ``H`` header
     Exactly one, the first frame. A msgpack map; its content is the caller's (by
-    convention ``{"format": "tracediff-trace", "version": 1, "scenario": {...}, ...}``).
+    convention ``{"format": "tracediff-trace", "version": 2, "scenario": {...}, ...}``).
 ``R`` record
     Zero or more. One msgpack map per record (e.g. ``{"t": "plan", ...}``).
 ``P`` provenance
@@ -39,7 +44,7 @@ Frame kinds:
     A file without it is truncated.
 
 Compared body digest: sha256 over, for the ``H`` frame and then every ``R`` frame in order,
-the payload length as u32 followed by the payload. Frame kinds, CRCs, provenance and the end
+the (uncompressed) payload length as u32 followed by the payload. Frame kinds, CRCs, provenance and the end
 frame are not part of it.
 
 Indices: a frame's *index* is its ordinal in the file (header 0) and is what errors call the

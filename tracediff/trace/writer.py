@@ -77,7 +77,7 @@ def _frame_header(kind: bytes, stored: bytes) -> bytes:
     return FRAME_HEADER.pack(kind, len(stored), zlib.crc32(stored))
 
 
-class _Deflater:
+class FrameDeflater:
     """Every frame payload as the next piece of one deflate stream, flushed to a byte
     boundary at each frame (``Z_SYNC_FLUSH``): a frame's stored bytes inflate to exactly its
     payload, and later frames reuse the earlier ones as their dictionary, which is where the
@@ -109,7 +109,7 @@ class _FrameSink:
 
     def __init__(self, out: BinaryIO, header_payload: bytes) -> None:
         self._out = out
-        self._store = _Deflater()
+        self._store = FrameDeflater()
         self._digest = BodyDigest()
         self._provenance: bytes | None = None
         out.write(PREAMBLE_BYTES)
