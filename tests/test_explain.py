@@ -458,3 +458,26 @@ def test_explain_many_in_worker_processes_matches_in_process() -> None:
     scenarios = [generate(profile, seed) for seed in (0, 3)]
     work = [(s, run_scenario(s, specs)) for s in scenarios]
     assert explain_many(work, specs, jobs=2) == explain_many(work, specs, jobs=1)
+
+
+def test_a_bug_in_one_column_is_named_by_that_column_and_reports_hold_no_bytes() -> None:
+    # Built-ins record typed columns (bytes per column); the explanation reads them as rows,
+    # so each change names its row and column, and the report serialises values, not bytes.
+    from tracediff.compare.explain import outcome
+    from tracediff.compare.model import DiffReport
+    from tracediff.report import json_report
+
+    result, d = _explained("tests.impls.kinds:DominatorScheduler", 0)
+    assert result.status == DIVERGED
+    assert d.field.startswith("pruned[") and d.field.endswith("].by")
+    assert d.changes and all(c.path[0].startswith("pruned[") for c in d.changes)
+    assert all(c.path[1:] == ("by",) for c in d.changes)
+    assert all(isinstance(c.a, int) and c.b == c.a + 1 for c in d.changes)
+    plans = [row.b for row in d.context if row.b is not None and row.b.get("t") == "plan"]
+    assert plans and all(isinstance(p["pruned"], list) for p in plans)  # rows, not columns
+    assert all(not isinstance(v, bytes) for p in plans for v in p.values())
+    differing = d.context[-1].b
+    assert differing is not None and differing["pruned"][0][1] == d.changes[0].b
+    report = DiffReport("t", ("reference", "dominator"), (outcome(result, d, "quick"),), ())
+    text = json_report.dumps(report)
+    assert json_report.loads(text, "r.json") == report

@@ -158,6 +158,13 @@ def test_seed_syntax() -> None:
 def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
     import json
 
+    from tracediff.impls import parse_impl
+    from tracediff.runner import trace_records
+    from tracediff.scenario.generator import generate
+    from tracediff.scenario.profiles import load_profile
+    from tracediff.sched.record import COLUMNS, rows_view
+    from tracediff.trace.schema import COMPLETION_LANE_COLUMNS
+
     out = tmp_path / "t.trace"
     runner = CliRunner()
     assert runner.invoke(main, ["record", "--seed", "3", "-o", str(out)]).exit_code == 0
@@ -166,12 +173,35 @@ def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in result.output.splitlines()]
     assert lines[0]["t"] == "header"
     assert lines[0]["scenario"]["seed"] == 3
+    # every record, in order, with every table row an object keyed by its column names
+    live = [
+        rows_view(r)
+        for r in trace_records(generate(load_profile("quick"), 3), parse_impl("reference"))
+    ]
+    assert [line["t"] for line in lines] == [r.get("t", "header") for r in live]
     plans = [rec for rec in lines if rec["t"] == "plan"]
-    shown = runner.invoke(main, ["show", str(out), "--plan", str(plans[0]["plan"])])
-    from tracediff.report.show import labelled
-
-    # the same record, its positional rows named by the header's columns
-    assert json.loads(shown.output) == labelled(plans[0], lines[0]["columns"])
+    wide = next(p for p in plans if p["candidates"] and p["pruned"] and p["round"]["lanes"])
+    record = next(r for r in live if r.get("t") == "plan" and r["plan"] == wide["plan"])
+    # what `jq '.candidates[] | .value'` reads: the recorded values, column by column
+    assert [c["value"] for c in wide["candidates"]] == [row[10] for row in record["candidates"]]
+    assert [list(c) for c in wide["candidates"]] == [list(COLUMNS["candidates"])] * len(
+        record["candidates"]
+    )
+    assert wide["pruned"] == [
+        dict(zip(COLUMNS["pruned"], row, strict=True)) for row in record["pruned"]
+    ]
+    assert wide["eligible"][0]["curve"] == record["eligible"][0][6]  # f64[7]: a list of 7 floats
+    assert len(wide["eligible"][0]["curve"]) == 7
+    assert isinstance(wide["candidates"][0]["prefill"], bool)
+    assert wide["round"]["source"] == record["round"][0]
+    assert wide["round"]["lanes"][0] == dict(
+        zip(COLUMNS["lanes"], record["round"][6][0], strict=True)
+    )
+    lanes = next(rec["lanes"] for rec in lines if rec["t"] == "completion" and rec["lanes"])
+    assert list(lanes[0]) == list(COMPLETION_LANE_COLUMNS)
+    shown = runner.invoke(main, ["show", str(out), "--plan", str(wide["plan"])])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output) == wide  # --plan: the same labelled record, indented
 
 
 def test_run_replays_the_regression_corpus_first(tmp_path: Path) -> None:

@@ -28,11 +28,12 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.compare.readable import readable
 from tracediff.errors import SchedulerFault, TraceFormatError
 from tracediff.impls import ImplSpec, load
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
-from tracediff.sched.record import packed_record, rows_view
+from tracediff.sched.record import packed_record
 from tracediff.trace import TraceReader, encode
 from tracediff.trace.schema import Schema, TraceChecker, checked_records, header_schema
 
@@ -325,9 +326,10 @@ class _Session:
                 # tables given as rows become typed columns, as the driver records them
                 produced = packed_record(produced)
             if encode(produced) != payload:
-                return self.mismatch(index, record, rows_view(produced), "a different plan")
+                # shown and compared as rows, as the trace's record reads back
+                return self.mismatch(index, record, readable(produced), "a different plan")
             if at_until:
-                return self.result(MATCH, stopped=True, plan_record=rows_view(produced))
+                return self.result(MATCH, stopped=True, plan_record=readable(produced))
             return None
         if kind == "retire":
             self.decisions += 1

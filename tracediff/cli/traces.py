@@ -171,7 +171,11 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
     default=None,
     help="Show this plan record as JSON, every field by name.",
 )
-@click.option("--jsonl", is_flag=True, help="Every record as one JSON line (for jq).")
+@click.option(
+    "--jsonl",
+    is_flag=True,
+    help="Every record as one JSON line, each row keyed by its column names (for jq).",
+)
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
     from tracediff.trace import TraceReader
@@ -179,22 +183,22 @@ def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
 
     reader = TraceReader(trace)
     header_schema(reader.header, reader.name)
+    columns = reader.header.get("columns")
+    names: dict[str, list[str]] = columns if isinstance(columns, dict) else {}
+    if jsonl or plan_number is not None:
+        from tracediff.report.show import labelled
     if jsonl:
+        # every row an object keyed by its column names, so `jq '.candidates[].value'` works
         out = sys.stdout
         out.write(json.dumps({"t": "header", **reader.header}) + "\n")
         for checked in checked_records(reader):
-            out.write(json.dumps(checked.record) + "\n")
+            out.write(json.dumps(labelled(checked.record, names)) + "\n")
         return
     if plan_number is not None:
         for checked in checked_records(reader):
             record_ = checked.record
             if record_["t"] == "plan" and record_["plan"] == plan_number:
-                from tracediff.report.show import labelled
-
-                columns = reader.header.get("columns")
-                if isinstance(columns, dict):  # name every positional field
-                    record_ = labelled(record_, columns)
-                click.echo(json.dumps(record_, indent=1))
+                click.echo(json.dumps(labelled(record_, names), indent=1))
                 return
         raise UsageError(f"{trace} has no plan {plan_number}")
     from tracediff.report.show import trace_summary_renderable

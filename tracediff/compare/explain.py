@@ -57,6 +57,7 @@ from tracediff.compare.model import (
     RoundMark,
     ScenarioOutcome,
 )
+from tracediff.compare.readable import readable
 from tracediff.compare.signature import Condenser
 from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
@@ -235,7 +236,7 @@ class _Base:
 def _decoded(payload: bytes | None) -> dict[str, Any] | None:
     if payload is None:
         return None
-    value = decode(payload)
+    value = readable(decode(payload))
     return value if isinstance(value, dict) else {"value": value}
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracediff.compare.model import StateDiff
+from tracediff.compare.readable import readable
 from tracediff.engine.driver import drive
 from tracediff.runner import private_copy
 from tracediff.scenario.model import RequestSpec, Scenario
@@ -157,7 +158,9 @@ def _compare_new(
             path = state_difference(base.state, theirs.state)
             if path is not None:
                 name, a, b = path
-                return StateDiff(base.event, base.index, base.plan, name, a, b), common
+                # a state may hold typed columns (bytes): shown as rows, never as bytes
+                found = StateDiff(base.event, base.index, base.plan, name, readable(a), readable(b))
+                return found, common
     return None, common
 
 

@@ -3,33 +3,43 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from tracediff.trace.schema import TraceChecker, checked_records
+from tracediff.trace.schema import COMPLETION_LANE_COLUMNS, TraceChecker, checked_records
 
 
-def labelled(value: Any, columns: dict[str, list[str]], name: str | None = None) -> Any:
-    """A decoded record with its positional rows turned into objects, using the column
-    names the trace header carries (``columns``): ``"round": ["winner", 1, ...]`` becomes
-    ``"round": {"source": "winner", "kind": 1, ...}``, and a list of rows (``candidates``)
-    a list of objects. A row longer or shorter than its columns is left as it is."""
-    cols = columns.get(name) if name is not None else None
-    if isinstance(value, dict):
-        return {key: labelled(item, columns, str(key)) for key, item in value.items()}
-    if cols is not None and isinstance(value, list):
-        if value and all(isinstance(row, list) for row in value):
-            return [_row(row, cols, columns) for row in value]
-        return _row(value, cols, columns)
-    return value
+def labelled(record: Any, columns: Mapping[str, Sequence[str]]) -> Any:
+    """A record (tables as rows, as read from a trace) with every row an object keyed by
+    its column names: a plan's tables (``candidates``, ``pruned``, ...) by the names the
+    trace header carries (``columns``), its ``round`` and the round's ``lanes`` too, and a
+    completion's ``lanes`` by the completion's lane columns. A row of another length than
+    its columns (only a trace that failed its check could hold one) stays a list."""
+    if not isinstance(record, dict):
+        return record
+    out = dict(record)
+    if record.get("t") == "plan":
+        for name, value in record.items():
+            names = columns.get(name)
+            if name in ("round", "lanes") or names is None or not isinstance(value, list):
+                continue
+            out[name] = [_row(row, names) for row in value]
+        round_ = _row(record.get("round"), columns.get("round"))
+        if isinstance(round_, dict) and isinstance(round_.get("lanes"), list):
+            round_["lanes"] = [_row(lane, columns.get("lanes")) for lane in round_["lanes"]]
+        out["round"] = round_
+    elif record.get("t") == "completion" and isinstance(record.get("lanes"), list):
+        out["lanes"] = [_row(lane, COMPLETION_LANE_COLUMNS) for lane in record["lanes"]]
+    return out
 
 
-def _row(row: list[Any], cols: list[str], columns: dict[str, list[str]]) -> Any:
-    if len(row) != len(cols):
+def _row(row: Any, names: Sequence[str] | None) -> Any:
+    if names is None or not isinstance(row, list) or len(row) != len(names):
         return row
-    return {col: labelled(item, columns, col) for col, item in zip(cols, row, strict=True)}
+    return dict(zip(names, row, strict=True))
 
 
 def trace_summary_renderable(path: str, reader: Any) -> Table:
