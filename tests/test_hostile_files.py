@@ -363,6 +363,37 @@ def test_wrong_content_is_one_line_naming_the_file_for_every_reader(
         assert "re-record" in line or index == 0 or "scenario" in line, line
 
 
+def test_a_v1_trace_is_refused_by_every_reader_pointing_at_upgrade(
+    tmp_path: Path, base: tuple[dict[str, Any], list[dict[str, Any]]]
+) -> None:
+    """Framing version 1 in the preamble (the header's record schema version 1 is a case
+    of DAMAGE): one line naming the file and the version, and the command that converts it."""
+    from tracediff.trace.codec import MAGIC
+
+    good = _write(tmp_path / "good.trace", *copy.deepcopy(base))
+    data = bytearray(Path(good).read_bytes())
+    data[len(MAGIC) : len(MAGIC) + 2] = struct.pack(">H", 1)
+    old = tmp_path / "old.trace"
+    old.write_bytes(bytes(data))
+    for args in (
+        ["show", str(old)],
+        ["show", "--jsonl", str(old)],
+        ["show", "--plan", "2", str(old)],
+        ["diff", good, str(old)],
+        ["diff", str(old), good],
+        ["diff", "--format", "json", str(old), str(old)],
+        ["diff", "--format", "html", good, str(old)],
+        ["replay", str(old)],
+        ["replay", str(old), "--impl", "optimized", "--json"],
+    ):
+        assert_refused(
+            invoke(args),
+            str(old),
+            "trace format version 1; this tracediff reads version 2",
+            "`tracediff upgrade",
+        )
+
+
 def test_replay_of_corrupt_completion_rows_does_not_blame_the_implementation(
     tmp_path: Path, base: tuple[dict[str, Any], list[dict[str, Any]]]
 ) -> None:
