@@ -10,8 +10,10 @@ file, the record and the field (exit 2); nothing else escapes.
 The schema is data, read from three places so that it follows the scheduler model rather
 than copying it:
 
-* ``tracediff/sched/record.py``: ``PLAN_KEYS`` (the keys of a plan record, in order) and
-  ``COLUMNS`` (which plan fields are rows, and their column names);
+* ``tracediff/sched/record.py``: ``PLAN_KEYS`` (the keys of a plan record, in order),
+  ``COLUMNS`` (which plan fields are rows, and their column names) and ``TABLES`` (the wide
+  tables held as typed columns, checked by ``tracediff/columns.py``'s ``columns_problem``;
+  the header's ``types`` must declare exactly these types);
 * the trace header's own ``columns`` map, which says how many columns each row of *this*
   trace has (a trace written by another version is checked against what it declares);
 * the small tables below: the kind of value each column and key holds (a column or key
