@@ -421,7 +421,7 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
                 f"the {table} table's columns are {_shown(declared.get(table))}; this tracediff "
                 f"reads {list(spec.names)}"
             )
-        declared_types = types.get(table)
+        declared_types: Any = types.get(table)
         if not is_array(declared_types) or not all(isinstance(t, str) for t in declared_types):
             raise fail(
                 f"types[{table!r}] is {_shown(declared_types)}, expected a list of column types"
