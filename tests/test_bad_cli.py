@@ -150,6 +150,14 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("campaign report", ["campaign", "report", "{dir}"], "no campaign here"),
     ("campaign report", ["campaign", "report", "{trace}"], "is a file"),
     ("campaign report", ["campaign", "report", "{dir}", "--json", ""], "the path is empty"),
+    # upgrade
+    ("upgrade", ["upgrade"], "Missing argument 'TRACES...'"),
+    ("upgrade", ["upgrade", "/dev/zero"], "/dev/zero at byte 0: not a tracediff trace"),
+    ("upgrade", ["upgrade", "{text}"], "not a tracediff trace (bad magic"),
+    ("upgrade", ["upgrade", "{missing}"], "missing: cannot be read"),
+    ("upgrade", ["upgrade", "{dir}"], "is a directory"),
+    ("upgrade", ["upgrade", "-o", "", "{trace}"], "-o/--output: the path is empty"),
+    ("upgrade", ["upgrade", "-o", "x.trace", "{trace}", "{trace}"], "-o/--output takes one TRACE"),
     # bench
     ("bench", ["bench", "--repeats", "0"], "repeats must be at least 1"),
     ("bench", ["bench", "--requests", "x"], "give counts like"),

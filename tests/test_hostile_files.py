@@ -13,6 +13,7 @@ import errno
 import json
 import math
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from tracediff.impls import parse_impl
 from tracediff.runner import RunOptions, run_scenarios, trace_records
 from tracediff.scenario.generator import generate
 from tracediff.scenario.profiles import load_profile
+from tracediff.sched.record import TABLES, rows_view
 from tracediff.sched.reference import ReferenceScheduler
 from tracediff.trace import encode, trace_bytes
 from tracediff.trace.schema import Schema, record_problem
@@ -70,12 +72,61 @@ def _completion(records: list[dict[str, Any]]) -> int:
     return _first(records, lambda r: r["t"] == "completion" and bool(r["lanes"]))
 
 
-def _with_candidates(records: list[dict[str, Any]]) -> int:
-    return _first(records, lambda r: r["t"] == "plan" and bool(r["candidates"]))
+def _with_rows(table: str) -> Callable[[list[dict[str, Any]]], int]:
+    """The first plan whose typed ``table`` has rows (its first column is a non-empty bin)."""
+    return lambda records: _first(records, lambda r: r["t"] == "plan" and bool(r[table][0]))
+
+
+_with_candidates = _with_rows("candidates")
 
 
 def _with_round(records: list[dict[str, Any]]) -> int:
     return _first(records, lambda r: r["t"] == "plan" and bool(r["round"] and r["round"][6]))
+
+
+def _column(table: str, column: str) -> int:
+    return TABLES[table].names.index(column)
+
+
+def _bin(table: str, column: str, change: Callable[[bytes], Any]) -> Any:
+    """Damage one typed column of the first plan whose ``table`` has rows."""
+
+    def damage(header: dict[str, Any], records: list[dict[str, Any]]) -> int:
+        at = _with_rows(table)(records)
+        columns = records[at][table]
+        position = _column(table, column)
+        columns[position] = change(columns[position])
+        return at + 1
+
+    return damage
+
+
+def _f64(value: float) -> Callable[[bytes], bytes]:
+    """A float column whose first value is ``value`` (a NaN or an infinity)."""
+    return lambda data: struct.pack("<d", value) + data[8:]
+
+
+def _table(table: str, change: Callable[[list[Any]], Any]) -> Any:
+    def damage(header: dict[str, Any], records: list[dict[str, Any]]) -> int:
+        at = _with_rows(table)(records)
+        records[at][table] = change(records[at][table])
+        return at + 1
+
+    return damage
+
+
+def _popped(columns: list[Any]) -> list[Any]:
+    return columns[:-1]
+
+
+def _swapped(columns: list[Any]) -> list[Any]:
+    # id (i32) and kind (u8) change places: every bin keeps whole values of neither
+    return [columns[1], columns[0], *columns[2:]]
+
+
+def _ragged_lengths_plus_one(column: list[bytes]) -> list[bytes]:
+    lengths, values = column
+    return [struct.pack("<H", struct.unpack_from("<H", lengths)[0] + 1) + lengths[2:], values]
 
 
 def _set(index_of: Callable[[list[dict[str, Any]]], int], *path: Any, value: Any) -> Any:
@@ -121,14 +172,98 @@ def _header(change: Callable[[dict[str, Any]], None]) -> Any:
 
 
 # (what is damaged, how, words the one line must hold)
+# A wide table (eligible, candidates, pruned, probes, lane_values) is typed columns
+# (tracediff/columns.py): the damage of v1's rows (bytes, NaN, a bool for an id, a row cut
+# short, a scalar for rows) is done to the equivalent column; round and completions are rows.
 DAMAGE: list[tuple[str, Any, str]] = [
     ("a string for a clock", _set(lambda r: 0, "now", value="x"), "now is str 'x'"),
-    ("bytes in a row", _set(_with_candidates, "candidates", 0, 8, value=b"\x00"), "bytes"),
-    ("NaN value", _set(_with_candidates, "candidates", 0, 10, value=math.nan), "finite"),
-    ("a boolean for an id", _set(_with_candidates, "candidates", 0, 0, value=True), "bool True"),
-    ("a 64-bit verified count", _set(_completion, "lanes", 0, 1, value=2**64 - 1), "exceeds"),
-    ("a row cut short", _set(_with_candidates, "candidates", 0, value=[0, 1]), "2 columns"),
-    ("a scalar for rows", _set(_with_candidates, "pruned", value=3), "list of rows"),
+    (
+        "a string where a bin belongs",
+        _bin("candidates", "value", lambda _: "x"),
+        "candidates.value is str 'x', expected a bin of f64 values",
+    ),
+    (
+        "an int where a bin belongs",
+        _bin("candidates", "id", lambda _: 7),
+        "candidates.id is int 7, expected a bin of i32 values",
+    ),
+    (
+        "a boolean for the ids",
+        _bin("candidates", "id", lambda _: True),
+        "candidates.id is bool True, expected a bin of i32 values",
+    ),
+    (
+        "a list where a bin belongs (v1 rows)",
+        _bin("candidates", "value", lambda _: [0.5]),
+        "candidates.value is list [0.5], expected a bin of f64 values",
+    ),
+    ("NaN value", _bin("candidates", "value", _f64(math.nan)), "candidates.value holds float nan"),
+    (
+        "infinite value",
+        _bin("candidates", "value", _f64(math.inf)),
+        "candidates.value holds float inf",
+    ),
+    (
+        "NaN in a survival curve",
+        _bin("eligible", "curve", _f64(-math.nan)),
+        "eligible.curve holds float nan",
+    ),
+    (
+        "a bool column byte 2",
+        _bin("candidates", "prefill", lambda data: b"\x02" + data[1:]),
+        "candidates.prefill holds a byte other than 0 and 1 in a bool column",
+    ),
+    (
+        "a bin cut short",
+        _bin("candidates", "id", lambda data: data[:-1]),
+        "not whole i32 values",
+    ),
+    (
+        "a bin one row longer",
+        _bin("candidates", "value", lambda data: data + data[:8]),
+        "candidates.value has 2 rows, id has 1",
+    ),
+    (
+        "a ragged column whose lengths do not add up",
+        _bin("candidates", "prefixes", _ragged_lengths_plus_one),
+        "candidates.prefixes lengths add up to",
+    ),
+    (
+        "a ragged column as one bin",
+        _bin("candidates", "prefixes", lambda column: column[1]),
+        "candidates.prefixes is bytes",
+    ),
+    (
+        "ragged lengths of an odd size",
+        _bin("candidates", "prefixes", lambda column: [column[0] + b"\x00", column[1]]),
+        "candidates.prefixes lengths are 3 bytes, not whole u16 values",
+    ),
+    ("a column missing", _table("candidates", _popped), "candidates has 11 columns, expected 12"),
+    (
+        "columns swapped",
+        _table("candidates", _swapped),
+        "candidates.id is 1 bytes, not whole i32 values",
+    ),
+    (
+        "a column too many",
+        _table("pruned", lambda cols: [*cols, b""]),
+        "pruned has 3 columns, expected 2",
+    ),
+    (
+        "a scalar for a table",
+        _table("pruned", lambda _: 3),
+        "pruned is int 3, expected a list of 2 columns",
+    ),
+    (
+        "a table that is a map",
+        _table("candidates", lambda cols: dict(zip(TABLES["candidates"].names, cols, strict=True))),
+        "candidates is dict",
+    ),
+    (
+        "columns of different row counts",
+        _table("lane_values", lambda cols: [cols[0] + cols[0], *cols[1:]]),
+        "lane_values.expected has 1 rows, request has 2",
+    ),
     ("wrong nesting", _set(_with_round, "round", 6, value=[1, 2]), "round.lanes[0]"),
     ("a completion without lanes", _drop(_completion, "lanes"), "lacks ['lanes']"),
     ("a completion row too long", _set(_completion, "lanes", 0, value=[0] * 7), "7 columns"),
@@ -149,6 +284,33 @@ DAMAGE: list[tuple[str, Any, str]] = [
         "params.max_lanes is str 'x'",
     ),
     ("another schema version", _header(lambda h: h.__setitem__("version", 9)), "version 9"),
+    (
+        "a v1 header",
+        _header(lambda h: h.__setitem__("version", 1)),
+        "record schema version 1; this tracediff reads version 2 "
+        "(convert it with `tracediff upgrade`)",
+    ),
+    ("no types in the header", _header(lambda h: h.pop("types")), "lacks ['types']"),
+    (
+        "types that are not a map",
+        _header(lambda h: h.__setitem__("types", ["i32"])),
+        "types is list, expected a map",
+    ),
+    (
+        "types without a table",
+        _header(lambda h: h["types"].pop("probes")),
+        "types['probes'] is None, expected a list of column types",
+    ),
+    (
+        "an unknown column type",
+        _header(lambda h: h["types"]["pruned"].__setitem__(1, "u128")),
+        "types['pruned'] declares the unknown column type 'u128'",
+    ),
+    (
+        "a wrong column type",
+        _header(lambda h: h["types"]["pruned"].__setitem__(1, "f64")),
+        "types['pruned'] is ['i32', 'f64']; this tracediff reads ['i32', 'i32']",
+    ),
     (
         "rounds that cost nothing",  # the reference divided by zero: once blamed on it
         _header(lambda h: h["scenario"]["params"].update(base_us=0, lane_us=0, token_us=0)),
@@ -201,6 +363,37 @@ def test_wrong_content_is_one_line_naming_the_file_for_every_reader(
         assert "re-record" in line or index == 0 or "scenario" in line, line
 
 
+def test_a_v1_trace_is_refused_by_every_reader_pointing_at_upgrade(
+    tmp_path: Path, base: tuple[dict[str, Any], list[dict[str, Any]]]
+) -> None:
+    """Framing version 1 in the preamble (the header's record schema version 1 is a case
+    of DAMAGE): one line naming the file and the version, and the command that converts it."""
+    from tracediff.trace.codec import MAGIC
+
+    good = _write(tmp_path / "good.trace", *copy.deepcopy(base))
+    data = bytearray(Path(good).read_bytes())
+    data[len(MAGIC) : len(MAGIC) + 2] = struct.pack(">H", 1)
+    old = tmp_path / "old.trace"
+    old.write_bytes(bytes(data))
+    for args in (
+        ["show", str(old)],
+        ["show", "--jsonl", str(old)],
+        ["show", "--plan", "2", str(old)],
+        ["diff", good, str(old)],
+        ["diff", str(old), good],
+        ["diff", "--format", "json", str(old), str(old)],
+        ["diff", "--format", "html", good, str(old)],
+        ["replay", str(old)],
+        ["replay", str(old), "--impl", "optimized", "--json"],
+    ):
+        assert_refused(
+            invoke(args),
+            str(old),
+            "trace format version 1; this tracediff reads version 2",
+            "`tracediff upgrade",
+        )
+
+
 def test_replay_of_corrupt_completion_rows_does_not_blame_the_implementation(
     tmp_path: Path, base: tuple[dict[str, Any], list[dict[str, Any]]]
 ) -> None:
@@ -229,20 +422,33 @@ def test_the_schema_follows_the_record_module() -> None:
 
 
 class NaNScheduler(ReferenceScheduler):
-    """Puts a NaN into the value of its first candidate at plan 2."""
+    """Puts a NaN into the value column of its candidates at plan 2 (column form)."""
 
     def plan(self, now: int) -> dict[str, Any]:
         record = super().plan(now)
+        value = _column("candidates", "value")
+        if record["plan"] == 2 and record["candidates"][0]:
+            column = record["candidates"][value]
+            record["candidates"][value] = struct.pack("<d", math.nan) + column[8:]
+        return record
+
+
+class NaNRowScheduler(ReferenceScheduler):
+    """Returns its tables as rows, with a NaN in the value of its first candidate at plan 2."""
+
+    def plan(self, now: int) -> dict[str, Any]:
+        record = rows_view(super().plan(now))
         if record["plan"] == 2 and record["candidates"]:
-            record["candidates"][0][10] = math.nan
+            record["candidates"][0][_column("candidates", "value")] = math.nan
         return record
 
 
 class TupleScheduler(ReferenceScheduler):
-    """Returns its rows as tuples and its floats as a float subclass: the same bytes."""
+    """Returns its tables as rows, the rows as tuples and its floats as a float subclass:
+    the driver packs them into the same bytes."""
 
     def plan(self, now: int) -> dict[str, Any]:
-        record = super().plan(now)
+        record = rows_view(super().plan(now))
         for key in ("eligible", "candidates", "pruned", "probes", "lane_values"):
             record[key] = tuple(
                 tuple(_Float(v) if type(v) is float else v for v in row) for row in record[key]
@@ -271,7 +477,8 @@ class StringRetireScheduler(ReferenceScheduler):
 @pytest.mark.parametrize(
     ("impl", "needle"),
     [
-        ("NaNScheduler", "plan 2: malformed plan record: candidates[0].value is float nan"),
+        ("NaNScheduler", "plan 2: malformed plan record: candidates.value holds float nan"),
+        ("NaNRowScheduler", "plan 2: malformed plan record: candidates[0].value is float nan"),
         ("StringRetireScheduler", "complete() returned list"),
     ],
 )
@@ -454,23 +661,37 @@ def test_a_damaged_scenario_file_is_a_scenario_error_and_nothing_else() -> None:
 
 
 def test_the_schema_follows_new_columns_and_row_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A column or a row kind the model gains is checked by the header's layout alone."""
+    """A typed column, a row column or a row kind the model gains is checked by the layout
+    the schema is given alone."""
     import tracediff.trace.schema as schema
+    from tracediff.columns import TableSpec
     from tracediff.sched.record import COLUMNS, PLAN_KEYS
 
     _, records = _records()
     monkeypatch.setattr(schema, "PLAN_KEYS", (*PLAN_KEYS, "batches", "window"))
     columns = {name: tuple(cols) for name, cols in COLUMNS.items()}
     columns["candidates"] = (*columns["candidates"], "novelty")
+    columns["round"] = (*columns["round"], "label")
     columns["batches"] = ("size", "label")
     columns["window"] = ("start", "end")
-    wider = schema.Schema(columns)
-    plan = copy.deepcopy(records[_with_candidates(records)])
-    for row in plan["candidates"]:
-        row.append(0.5)
+    candidates = TABLES["candidates"]
+    tables = dict(TABLES)
+    tables["candidates"] = TableSpec("candidates", (*candidates.columns, ("novelty", "f64")))
+    wider = schema.Schema(columns, tables)
+    plan = copy.deepcopy(records[_with_round(records)])
+    rows = len(plan["candidates"][0]) // 4
+    plan["candidates"].append(struct.pack(f"<{rows}d", *[0.5] * rows))
+    plan["round"].append("wide")
     plan["batches"] = [[4, "a"], [8, "b"]]  # a list of rows
     plan["window"] = [0, 10]  # one row
     wider.check(plan)
+    plan["candidates"][-1] = struct.pack(f"<{rows}d", *[math.inf] * rows)
+    with pytest.raises(schema.SchemaError, match=r"candidates.novelty holds float inf"):
+        wider.check(plan)
+    plan["candidates"][-1] = b""
+    with pytest.raises(schema.SchemaError, match=rf"candidates.novelty has 0 rows, id has {rows}"):
+        wider.check(plan)
+    plan["candidates"][-1] = struct.pack(f"<{rows}d", *[0.5] * rows)
     plan["batches"] = [[4, "a"], [8]]
     with pytest.raises(schema.SchemaError, match=r"batches\[1\] has 1 columns"):
         wider.check(plan)

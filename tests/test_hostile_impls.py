@@ -16,10 +16,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.impls.hostile import HOSTILE_SEED, MUTATED_SEED, spawn_pid_file
+from tests.impls.hostile import (
+    COLUMN_GARBAGE,
+    HOSTILE_AT,
+    HOSTILE_SEED,
+    MUTATED_SEED,
+    SAME_BYTES,
+    spawn_pid_file,
+)
 from tracediff.cli import main
 from tracediff.impls import parse_impl
-from tracediff.runner import run_scenario
+from tracediff.runner import RunOptions, run_scenario, run_scenarios
 from tracediff.scenario.generator import generate
 from tracediff.scenario.profiles import load_profile
 
@@ -135,6 +142,32 @@ def test_a_huge_record_counts_against_the_time_limit(tmp_path: Path, jobs: str) 
     assert code == 1, output
     assert by_seed(data)[HOSTILE_SEED]["status"] in ("diverged", "timeout")
     assert "not deterministic" not in output
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["second", "first"])
+@pytest.mark.parametrize("impl", COLUMN_GARBAGE)
+def test_malformed_columns_or_rows_are_an_error_finding_naming_the_plan_and_field(
+    impl: str, first: bool
+) -> None:
+    """Typed tables given as columns or as rows (which the driver packs): whatever is wrong
+    is the implementation's finding, first or second (the runner checks a record whose
+    bytes differ from the first implementation's, and every record of the first)."""
+    specs = [parse_impl("reference"), parse_impl(f"{HOSTILE}:{impl}")]
+    options = RunOptions(impls=tuple(specs[::-1] if first else specs), jobs=1)
+    (result,) = run_scenarios([generate(load_profile("quick"), HOSTILE_SEED)], options).results
+    assert result.status == "error", result.message
+    assert (result.failed_impl, result.plan) == (f"{HOSTILE}:{impl}", HOSTILE_AT)
+    expected = f"plan {HOSTILE_AT}: malformed plan record: {COLUMN_GARBAGE[impl]}"
+    assert expected in result.message, result.message
+
+
+@pytest.mark.parametrize("impl", SAME_BYTES)
+def test_bytes_like_columns_that_pack_as_the_same_bins_are_accepted(impl: str) -> None:
+    specs = (parse_impl(f"{HOSTILE}:{impl}"), parse_impl("reference"))
+    (result,) = run_scenarios(
+        [generate(load_profile("quick"), HOSTILE_SEED)], RunOptions(impls=specs, jobs=1)
+    ).results
+    assert result.status == "identical", result.message
 
 
 @pytest.mark.parametrize("command", ["record", "replay"])

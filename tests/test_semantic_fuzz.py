@@ -5,7 +5,11 @@ belongs, bytes, NaN, a 64-bit integer, a missing key, a row cut short or too lon
 dropped, duplicated or moved, a completion of another round, a header without its
 columns...), and encodes it again with valid frames, checksums and digest, so that only the
 content schema (tracediff/trace/schema.py) stands between the damage and the code that
-reads it. One *case* is one command run on one damaged trace: ``show``, ``show --jsonl``,
+reads it. A share of the cases damages one typed column of a plan's wide table instead
+(trace format 2, tracediff/columns.py): a bin truncated or extended, a NaN or infinity
+written into a float column, a column dropped or two swapped, a bit flipped. All but the
+last two are always wrong, and every command that reads to the damage must refuse them.
+One *case* is one command run on one damaged trace: ``show``, ``show --jsonl``,
 ``show --plan``, ``diff`` (text, json, html) against the undamaged trace, and ``replay``.
 
 Every case must exit 0, 1 or 2 without a traceback; an exit 2 is one line on stderr naming
@@ -25,6 +29,7 @@ import copy
 import math
 import os
 import random
+import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -40,6 +45,7 @@ from tracediff.impls import parse_impl
 from tracediff.runner import trace_records
 from tracediff.scenario.generator import generate
 from tracediff.scenario.profiles import load_profile
+from tracediff.sched.record import TABLES
 from tracediff.trace import encode, read_trace, trace_bytes
 
 CASES = int(os.environ.get("TRACEDIFF_SEMANTIC_CASES", "210"))
@@ -180,11 +186,79 @@ def _damage_tree(rng: random.Random, root: dict[str, Any]) -> None:
         rng.choice(MUTATORS)(rng, root, rng.choice(positions))
 
 
-def damage(rng: random.Random, base: Base) -> tuple[bytes, str]:
-    """A damaged copy of ``base`` with valid framing, and a word on what was damaged."""
+# -- typed columns ----------------------------------------------------------------------------
+# Bit patterns no f64 column may hold: quiet, signalling and negative NaNs, the infinities.
+NON_FINITE = tuple(
+    struct.pack("<Q", bits)
+    for bits in (0x7FF8000000000000, 0x7FF0000000000001, 0xFFF8000000000000, 0x7FF0000000000000)
+) + (struct.pack("<d", -math.inf),)
+
+
+def _bins(records: list[dict[str, Any]]) -> list[tuple[int, str, int, int | None]]:
+    """Every non-empty bin of a typed table: (record, table, column, part of a ragged column)."""
+    found: list[tuple[int, str, int, int | None]] = []
+    for at, record in enumerate(records):
+        if record.get("t") != "plan":
+            continue
+        for table in TABLES:
+            for position, column in enumerate(record[table]):
+                if isinstance(column, bytes):
+                    if column:
+                        found.append((at, table, position, None))
+                else:
+                    found += [(at, table, position, i) for i, part in enumerate(column) if part]
+    return found
+
+
+def damage_columns(rng: random.Random, records: list[dict[str, Any]]) -> tuple[str, bool]:
+    """Damage one typed column of one plan record; (what, whether the damage is always
+    wrong, so that every reader must refuse the file)."""
+    bins = _bins(records)
+    at, table, position, part = rng.choice(bins)
+    columns = records[at][table]
+    spec = TABLES[table]
+    name = f"record {at + 1} {table}.{spec.names[position]}"
+    choice = rng.randrange(7)
+    if choice == 2:  # a NaN or infinity in a float column
+        floats = [b for b in bins if TABLES[b[1]].types[b[2]].floating]
+        at, table, position, part = rng.choice(floats)
+        columns = records[at][table]
+        column = columns[position]
+        where = 8 * rng.randrange(len(column) // 8)
+        columns[position] = column[:where] + rng.choice(NON_FINITE) + column[where + 8 :]
+        return f"record {at + 1} {table}.{TABLES[table].names[position]} non-finite", True
+    if choice == 3:
+        columns.pop(rng.randrange(len(columns)))
+        return f"record {at + 1} {table}: a column dropped", True
+    if choice == 4:
+        i, j = rng.sample(range(len(columns)), 2)
+        columns[i], columns[j] = columns[j], columns[i]
+        return f"record {at + 1} {table}: columns {i} and {j} swapped", False
+    holder: list[Any] = columns if part is None else columns[position]
+    index = position if part is None else part
+    data = holder[index]
+    if choice == 0:
+        holder[index] = data[: rng.randrange(len(data))]
+        return f"{name} truncated", True
+    if choice == 1:
+        holder[index] = data + bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 16)))
+        return f"{name} extended", True
+    flipped = bytearray(data)
+    flipped[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    holder[index] = bytes(flipped)
+    return f"{name} a bit flipped", False
+
+
+def damage(rng: random.Random, base: Base) -> tuple[bytes, str, bool]:
+    """A damaged copy of ``base`` with valid framing, a word on what was damaged, and
+    whether the damage is always wrong (every reader must refuse it)."""
     header = copy.deepcopy(base.header)
     records = copy.deepcopy(base.records)
     provenance = copy.deepcopy(base.provenance)
+    if rng.random() < 0.3:
+        what, refused = damage_columns(rng, records)
+        data = trace_bytes(encode(header), [encode(r) for r in records], provenance)
+        return data, what, refused
     what = []
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         target = rng.random()
@@ -217,7 +291,7 @@ def damage(rng: random.Random, base: Base) -> tuple[bytes, str]:
             what.append(f"record {at + 1} ({records[at].get('t')})")
             _damage_tree(rng, records[at])
     data = trace_bytes(encode(header), [encode(r) for r in records], provenance)
-    return data, ", ".join(what)
+    return data, ", ".join(what), False
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -246,8 +320,21 @@ class Tally:
         self.by_command = Counter()
 
 
+# What reads every record up to the damage, so must refuse a damage that is always wrong
+# (``show --plan`` may stop before it).
+READ_THROUGH = frozenset(
+    {"show", "show --jsonl", "diff", "diff --format json", "diff --format html", "replay"}
+)
+
+
 def run_case(
-    runner: CliRunner, base: Base, damaged: Path, rng: random.Random, what: str, tally: Tally
+    runner: CliRunner,
+    base: Base,
+    damaged: Path,
+    rng: random.Random,
+    what: str,
+    tally: Tally,
+    refused: bool = False,
 ) -> None:
     for label, args in commands(base, damaged, rng):
         result = runner.invoke(main, args, catch_exceptions=True)
@@ -258,6 +345,8 @@ def run_case(
             f"{context}: {result.exception!r}"
         )
         assert code in (0, 1, 2), f"{context}: exit {code}: {output[-800:]}"
+        if refused and label in READ_THROUGH:
+            assert code == 2, f"{context}: exit {code}, the damage is always wrong"
         assert "Traceback" not in output, f"{context}: {output[-800:]}"
         if code == 2:
             lines = result.stderr.splitlines()
@@ -291,9 +380,10 @@ def fuzz(
         case_seed = rng.getrandbits(32)
         case_rng = random.Random(case_seed)
         base = bases[mutation % len(bases)]
-        data, what = damage(case_rng, base)
+        data, what, refused = damage(case_rng, base)
         damaged.write_bytes(data)
-        run_case(runner, base, damaged, case_rng, f"{what}; case seed {case_seed}", tally)
+        context = f"{what}; case seed {case_seed}"
+        run_case(runner, base, damaged, case_rng, context, tally, refused)
         mutation += 1
         if progress is not None and mutation % 143 == 0:  # 143 damaged traces: 1,001 cases
             progress(tally)

@@ -423,9 +423,7 @@ def _columns_problem(spec: TableSpec, columns: Any) -> str | None:
     """The exact check behind :func:`columns_problem`'s fast path: names what is wrong."""
     where = spec.name
     if not isinstance(columns, list):
-        return (
-            f"{where} is {type(columns).__name__}, expected a list of {len(spec.columns)} columns"
-        )
+        return f"{where} is {_kind(columns)}, expected a list of {len(spec.columns)} columns"
     if len(columns) != len(spec.columns):
         return (
             f"{where} has {len(columns)} columns, expected {len(spec.columns)} "

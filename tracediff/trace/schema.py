@@ -10,8 +10,10 @@ file, the record and the field (exit 2); nothing else escapes.
 The schema is data, read from three places so that it follows the scheduler model rather
 than copying it:
 
-* ``tracediff/sched/record.py``: ``PLAN_KEYS`` (the keys of a plan record, in order) and
-  ``COLUMNS`` (which plan fields are rows, and their column names);
+* ``tracediff/sched/record.py``: ``PLAN_KEYS`` (the keys of a plan record, in order),
+  ``COLUMNS`` (which plan fields are rows, and their column names) and ``TABLES`` (the wide
+  tables held as typed columns, checked by ``tracediff/columns.py``'s ``columns_problem``;
+  the header's ``types`` must declare exactly these types);
 * the trace header's own ``columns`` map, which says how many columns each row of *this*
   trace has (a trace written by another version is checked against what it declares);
 * the small tables below: the kind of value each column and key holds (a column or key
@@ -38,6 +40,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Final
 
+from tracediff.columns import TYPES as COLUMN_TYPES
 from tracediff.columns import TableSpec, columns_problem
 from tracediff.errors import ScenarioError, TraceFormatError
 from tracediff.scenario.model import MAX_DRAFT, Scenario
@@ -411,17 +414,28 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
     types = header["types"]
     if not isinstance(types, dict):
         raise fail(f"types is {type(types).__name__}, expected a map of column types by table")
-    expected_types = {name: [t for _, t in spec.columns] for name, spec in TYPED_TABLES.items()}
-    for name, spec in TYPED_TABLES.items():
-        if declared.get(name) != spec.names:
+    # (``table``, not ``name``: ``fail`` names the file by ``name``)
+    for table, spec in TYPED_TABLES.items():
+        if declared.get(table) != spec.names:
             raise fail(
-                f"the {name} table's columns are {_shown(declared.get(name))}; this tracediff "
+                f"the {table} table's columns are {_shown(declared.get(table))}; this tracediff "
                 f"reads {list(spec.names)}"
             )
-        if types.get(name) != expected_types[name]:
+        declared_types: Any = types.get(table)
+        if not is_array(declared_types) or not all(isinstance(t, str) for t in declared_types):
             raise fail(
-                f"types[{name!r}] is {_shown(types.get(name))}; this tracediff reads "
-                f"{expected_types[name]}"
+                f"types[{table!r}] is {_shown(declared_types)}, expected a list of column types"
+            )
+        unknown = [t for t in declared_types if t not in COLUMN_TYPES]
+        if unknown:
+            raise fail(
+                f"types[{table!r}] declares the unknown column type {_shown(unknown[0])} "
+                f"(known: {', '.join(COLUMN_TYPES)})"
+            )
+        expected = [t for _, t in spec.columns]
+        if list(declared_types) != expected:
+            raise fail(
+                f"types[{table!r}] is {_shown(declared_types)}; this tracediff reads {expected}"
             )
     scenario_data = header["scenario"]
     if not isinstance(scenario_data, dict):
