@@ -44,8 +44,8 @@ Frame kinds:
     A file without it is truncated.
 
 Compared body digest: sha256 over, for the ``H`` frame and then every ``R`` frame in order,
-the (uncompressed) payload length as u32 followed by the payload. Frame kinds, CRCs, provenance and the end
-frame are not part of it.
+the (uncompressed) payload length as u32 followed by the payload. Frame kinds, CRCs,
+stored bytes, provenance and the end frame are not part of it.
 
 Indices: a frame's *index* is its ordinal in the file (header 0) and is what errors call the
 record; a *body index* counts only compared frames (header 0, records 1..), which is what
