@@ -131,23 +131,35 @@ def test_reference_and_optimized_give_identical_bytes(reference_records: Any) ->
         assert _trace(scenario, ReferenceScheduler(scenario)) == expected, "run twice"
 
 
-def test_check_mode_catches_candidate_columns_that_are_not_the_rows(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("builder", "table", "column"),
+    [
+        ("_candidate_columns", "candidates", "duration"),
+        ("_eligible_columns", "eligible", "last_served"),
+        ("_lane_value_columns", "lane_values", "next_progress"),
+        ("_probe_columns", "probes", "trials"),
+    ],
+)
+def test_check_mode_catches_columns_that_are_not_the_rows(
+    monkeypatch: pytest.MonkeyPatch, builder: str, table: str, column: str
 ) -> None:
-    built = optimized._candidate_columns
+    built = getattr(optimized, builder)
+    at = TABLES[table].names.index(column)
 
-    def one_duration_off(*args: Any) -> list[Any]:
+    def one_off(*args: Any) -> list[Any]:
         columns = built(*args)
-        durations = bytearray(columns[CANDIDATES.names.index("duration")])
-        durations[0] ^= 1  # the first candidate's duration, one microsecond apart
-        columns[CANDIDATES.names.index("duration")] = bytes(durations)
+        if columns[at]:
+            damaged = bytearray(columns[at])
+            damaged[0] ^= 1  # the first row's value, one apart
+            columns[at] = bytes(damaged)
         return columns
 
-    monkeypatch.setattr(optimized, "_candidate_columns", one_duration_off)
-    scenario = generate(load_profile("quick"), SEEDS[0])
-    with pytest.raises(SchedulerFault, match=r"plan \d+: check mode: candidate columns differs"):
-        for _record in drive(scenario, CheckedOptimizedScheduler(scenario)):
-            pass
+    monkeypatch.setattr(optimized, builder, one_off)
+    with pytest.raises(SchedulerFault, match=rf"plan \d+: check mode: {table} columns differs"):
+        for seed in SEEDS:
+            scenario = generate(load_profile("quick"), seed)
+            for _record in drive(scenario, CheckedOptimizedScheduler(scenario)):
+                pass
 
 
 def test_every_table_round_trips_through_rows(reference_records: Any) -> None:

@@ -35,9 +35,10 @@ implementation supplied without turning it into rows.
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -175,13 +176,34 @@ class TableSpec:
         return [t.empty() for t in self.types]
 
 
-def column_bytes(values: array[Any]) -> bytes:
-    """An ``array`` column as its little-endian bytes (the machine's order swapped on a
-    big-endian machine, so that every machine writes the same bytes)."""
-    if not LITTLE:
-        values = array(values.typecode, values)
-        values.byteswap()
+_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def pack_values(code: str, values: Sequence[Any]) -> bytes:
+    """``values`` as one column's little-endian bytes, ``code`` a ``struct`` format code
+    (``b B h i q d``). The fastest way from a Python sequence to a column: one cached
+    ``struct.Struct`` per (code, count), two to four times faster than an ``array`` and its
+    ``tobytes``. Out-of-range integers raise ``struct.error``."""
+    key = (code, len(values))
+    packer = _STRUCTS.get(key)
+    if packer is None:
+        if len(_STRUCTS) > 4096:  # counts vary with the scenario: keep the cache bounded
+            _STRUCTS.clear()
+        packer = _STRUCTS[key] = struct.Struct(f"<{len(values)}{code}")
+    return packer.pack(*values)
+
+
+def _swapped_bytes(values: array[Any]) -> bytes:
+    """An ``array`` column as its little-endian bytes on a big-endian machine."""
+    values = array(values.typecode, values)
+    values.byteswap()
     return values.tobytes()
+
+
+# An ``array`` column as its little-endian bytes, so that every machine writes the same
+# bytes. On a little-endian machine that is ``array.tobytes`` itself: no Python frame per
+# column, which the schedulers' hot paths call a few dozen times per plan.
+column_bytes: Callable[[array[Any]], bytes] = array.tobytes if LITTLE else _swapped_bytes
 
 
 def _array(typecode: str, data: bytes) -> array[Any]:

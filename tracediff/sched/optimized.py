@@ -99,11 +99,9 @@ A mismatch raises :class:`tracediff.errors.SchedulerFault` naming the plan and t
 
 from __future__ import annotations
 
-from array import array
-from itertools import chain
 from typing import Any
 
-from tracediff.columns import column_bytes, pack_rows
+from tracediff.columns import pack_rows, pack_values
 from tracediff.errors import SchedulerFault
 from tracediff.scenario.model import MAX_DRAFT, Scenario
 from tracediff.sched import formulas as F
@@ -116,10 +114,13 @@ from tracediff.sched.core import (
 )
 from tracediff.sched.record import (
     CANDIDATES,
+    ELIGIBLE,
+    LANE_VALUES,
     PROBES,
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
+    TABLES,
     empty_plan_record,
     plan_record,
 )
@@ -135,15 +136,50 @@ Shape = tuple[int, int, int, int, int, int, Allocation, int]
 
 
 def _eligible_columns(lanes: list[Lane], curves: list[list[float]]) -> list[Any]:
-    """The eligible table as typed columns (``record.ELIGIBLE``), one C-level pass each."""
+    """The eligible table as typed columns (``record.ELIGIBLE``): one pass over the lanes,
+    one C-level transposition, one conversion per column."""
+    if not lanes:
+        return ELIGIBLE.empty()
+    rows = [(n.request, n.slot, n.cap, n.fixed_width, n.alloc, n.state.last_served) for n in lanes]
+    requests, slots, caps, fixed, allocs, served = zip(*rows, strict=True)
     return [
-        column_bytes(array("i", [lane.request for lane in lanes])),
-        column_bytes(array("h", [lane.slot for lane in lanes])),
-        bytes([lane.cap for lane in lanes]),
-        column_bytes(array("b", [lane.fixed_width for lane in lanes])),
-        bytes([lane.alloc for lane in lanes]),
-        column_bytes(array("i", [lane.state.last_served for lane in lanes])),
-        column_bytes(array("d", chain.from_iterable(curves))),
+        pack_values("i", requests),
+        pack_values("h", slots),
+        bytes(caps),
+        pack_values("b", fixed),
+        bytes(allocs),
+        pack_values("i", served),
+        pack_values("d", [value for curve in curves for value in curve]),
+    ]
+
+
+def _probe_columns(rows: list[list[Any]]) -> list[Any]:
+    """The probes table as typed columns (``record.PROBES``), from its rows."""
+    if not rows:
+        return PROBES.empty()
+    position, request, depth, trials, gain, expected, duration, cost = zip(*rows, strict=True)
+    return [
+        pack_values("h", position),
+        pack_values("i", request),
+        bytes(depth),
+        pack_values("i", trials),
+        pack_values("d", gain),
+        pack_values("d", expected),
+        pack_values("q", duration),
+        pack_values("d", cost),
+    ]
+
+
+def _lane_value_columns(rows: list[list[Any]]) -> list[Any]:
+    """The lane values table as typed columns (``record.LANE_VALUES``), from its rows."""
+    if not rows:
+        return LANE_VALUES.empty()
+    request, expected, rate, progress = zip(*rows, strict=True)
+    return [
+        pack_values("i", request),
+        pack_values("d", expected),
+        pack_values("d", rate),
+        pack_values("q", progress),
     ]
 
 
@@ -159,23 +195,23 @@ def _candidate_columns(
     """
     kinds, cohorts, bounds, budgets, b_pads, widths, allocations, _ = zip(*shapes, strict=True)
     count = len(shapes)
-    cohort_bytes = column_bytes(array("h", cohorts))
+    cohort_bytes = pack_values("h", cohorts)
     return [
-        column_bytes(array("i", range(count * halves))),
+        pack_values("i", range(count * halves)),
         bytes(kinds) * halves,
         cohort_bytes * halves,
         bytes(count) + b"\x01" * count if halves == 2 else bytes(count),
         bytes(bounds) * halves,
-        column_bytes(array("h", b_pads)) * halves,
-        column_bytes(array("h", widths)) * halves,
+        pack_values("h", b_pads) * halves,
+        pack_values("h", widths) * halves,
         [
-            column_bytes(array("H", cohorts)) * halves,
+            pack_values("H", cohorts) * halves,
             b"".join([allocation[4] for allocation in allocations]) * halves,
         ],
-        column_bytes(array("d", [allocation[1] for allocation in allocations])) * halves,
-        column_bytes(array("q", durations)),
-        column_bytes(array("d", values)),
-        column_bytes(array("h", budgets)) * halves,
+        pack_values("d", [allocation[1] for allocation in allocations]) * halves,
+        pack_values("q", durations),
+        pack_values("d", values),
+        pack_values("h", budgets) * halves,
     ]
 
 
@@ -357,6 +393,15 @@ class OptimizedScheduler(SchedulerCore):
             F.survival_curve(lane.state.trials, lane.state.accepts, alpha, weight) for lane in lanes
         ]
         eligible = _eligible_columns(lanes, curves)
+        # check mode: the rows as the lanes are now (commit changes last_served)
+        eligible_rows = (
+            [
+                [n.request, n.slot, n.cap, n.fixed_width, n.alloc, n.state.last_served, c]
+                for n, c in zip(lanes, curves, strict=True)
+            ]
+            if self.check
+            else []
+        )
         credit_before = self.credit
         if not lanes and prefill is None:
             return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
@@ -443,9 +488,6 @@ class OptimizedScheduler(SchedulerCore):
                 [lane.request, value, F.service_rate(value, chosen_duration), progress]
             )
         if self.check:
-            # the columns built from shapes must be the rows' columns, byte for byte
-            if candidate_columns != pack_rows(CANDIDATES, rows):
-                self._fault("candidate columns", candidate_columns, pack_rows(CANDIDATES, rows))
             self._check_plan(
                 context,
                 lanes,
@@ -481,7 +523,8 @@ class OptimizedScheduler(SchedulerCore):
         )
         self.commit(submitted)
         round_row = submitted.row(source, chosen_expected)
-        return plan_record(
+        ids = sorted(pruned)
+        record = plan_record(
             plan=number,
             now=now,
             eligible=eligible,
@@ -489,22 +532,31 @@ class OptimizedScheduler(SchedulerCore):
             credit_before=credit_before,
             candidates=candidate_columns,
             pruned=[
-                column_bytes(array("i", sorted(pruned))),
-                column_bytes(array("i", [pruned[cid] for cid in sorted(pruned)])),
+                pack_values("i", ids),
+                pack_values("i", [pruned[cid] for cid in ids]),
             ],
             winner=winner_id,
-            probes=pack_rows(PROBES, probe_rows) if probe_rows else PROBES.empty(),
+            probes=_probe_columns(probe_rows),
             probe=probe_index,
             refresh=refresh,
             credit_after=self.credit,
             round_=round_row,
-            lane_values=[
-                column_bytes(array("i", [row[0] for row in lane_values])),
-                column_bytes(array("d", [row[1] for row in lane_values])),
-                column_bytes(array("d", [row[2] for row in lane_values])),
-                column_bytes(array("q", [row[3] for row in lane_values])),
-            ],
+            lane_values=_lane_value_columns(lane_values),
         )
+        if self.check:
+            # every table built column by column must be its rows' encoding, byte for byte
+            tables: dict[str, list[Any]] = {
+                "eligible": eligible_rows,
+                "candidates": rows,
+                "pruned": [[cid, pruned[cid]] for cid in ids],
+                "probes": probe_rows,
+                "lane_values": lane_values,
+            }
+            for name, table_rows in tables.items():
+                expected = pack_rows(TABLES[name], table_rows)
+                if record[name] != expected:
+                    self._fault(f"{name} columns", record[name], expected)
+        return record
 
     # -- the pieces of a plan ------------------------------------------------------------
     def _duration(
