@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 from tracediff import golden
 from tracediff.cli import main
 from tracediff.errors import TraceFormatError, UsageError
-from tracediff.impls import parse_impl
+from tracediff.impls import ImplSpec, parse_impl
 from tracediff.runner import run_scenario
 from tracediff.scenario.generator import generate
 from tracediff.scenario.profiles import load_profile
@@ -108,6 +109,34 @@ def test_digest_of_one_implementation_equals_the_runners() -> None:
     stats = run_scenario(scenario, (spec,)).impls[0]
     assert (alone.digest, alone.plans, alone.records) == (stats.digest, stats.plans, stats.records)
     assert alone.status == "ok" and alone.bytes > 0
+
+
+def test_a_reproduced_golden_digest_skips_the_schema_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the manifest's digest, plan records are checked only when the body turns out
+    different: the same digest means the golden trace, checked when it was recorded."""
+    import tracediff.engine.driver as driver
+
+    checked = []
+    real = driver.check_plan
+    monkeypatch.setattr(driver, "check_plan", lambda r, n: (checked.append(n), real(r, n)))
+    scenario = generate(load_profile("quick"), 12)
+    spec = parse_impl("optimized")
+    full = golden.digest_scenario(scenario, spec)
+    assert len(checked) == full.plans > 0
+    checked.clear()
+    fast = golden.digest_scenario(scenario, spec, expected=full.digest)
+    assert fast == dataclasses.replace(full, seconds=fast.seconds) and not checked
+    # another digest: digested again, every plan checked, the same result
+    again = golden.digest_scenario(scenario, spec, expected="0" * 64)
+    assert again.digest == full.digest and len(checked) == full.plans
+
+
+def test_a_malformed_record_is_named_even_with_an_expected_digest() -> None:
+    scenario = generate(load_profile("quick"), 3)
+    bad = ImplSpec("bad", "tests.test_harness_cost:InfiniteDuration")
+    found = golden.digest_scenario(scenario, bad, expected="0" * 64)
+    assert found.status == "error"
+    assert "candidates.expected holds float inf" in found.message
 
 
 # -- update, review, accept, reject ----------------------------------------------------------
