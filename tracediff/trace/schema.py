@@ -34,6 +34,7 @@ that fit what the lane was offered. A later trace format replaces this module as
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -47,6 +48,8 @@ from tracediff.scenario.model import MAX_DRAFT, Scenario
 from tracediff.sched.record import (
     COLUMNS,
     PLAN_KEYS,
+    ROUND_COLUMNS,
+    ROUND_LANE_COLUMNS,
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
@@ -204,6 +207,7 @@ class Schema:
     tables: Mapping[str, TableSpec] = field(default_factory=lambda: dict(TYPED_TABLES))
     # (column name, kind or None for a nested row kind) per row kind, built once
     _rows: dict[str, Layout] = field(default_factory=dict, repr=False, compare=False)
+    _round_fast: bool = field(default=False, init=False, repr=False, compare=False)
     # how each plan key after ``t`` is checked: (key, how, kind), how one of _HOW
     _plan: list[tuple[str, str, Kind]] = field(default_factory=list, repr=False, compare=False)
 
@@ -211,6 +215,14 @@ class Schema:
         for name, cols in self.columns.items():
             if name not in self.tables:
                 self._rows[name] = Layout(tuple((col, self._kind_of(name, col)) for col in cols))
+        # the current round layout has a fast path (``_round_ok``); another layout the
+        # general one
+        object.__setattr__(
+            self,
+            "_round_fast",
+            tuple(self.columns.get("round", ())) == ROUND_COLUMNS
+            and tuple(self.columns.get("lanes", ())) == ROUND_LANE_COLUMNS,
+        )
         for key in PLAN_KEYS[1:]:
             if key in self.tables:
                 how = _COLUMNS
@@ -270,7 +282,8 @@ class Schema:
             elif how is _TABLE:
                 self._check_table(key, key, value)
             elif how is _ROW or (how is _ROW_OR_NULL and value is not None):
-                self._check_row(key, key, value)
+                if key != "round" or not self._round_fast or not _round_ok(value):
+                    self._check_row(key, key, value)
             elif how is _BY_SHAPE and value is not None:
                 # a row kind this version does not know: a list of rows, or one row
                 if is_array(value) and all(is_array(item) for item in value):
@@ -356,6 +369,34 @@ class Schema:
 
 _COMPLETION_LANES = Layout(tuple((c, COLUMN_KINDS[c]) for c in COMPLETION_LANE_COLUMNS))
 _CURRENT = Schema({name: tuple(cols) for name, cols in COLUMNS.items()}, dict(TYPED_TABLES))
+
+
+_SOURCES: Final = frozenset((SOURCE_WINNER, SOURCE_PROBE, SOURCE_REFRESH))
+_INT_FIELDS: Final = itemgetter(1, 2, 3, 4, 5, 8)  # kind, b_pad, width, prefill_*, duration
+
+
+def _round_ok(row: Any) -> bool:
+    """The fast yes for a ``round`` row of this version's layout (``ROUND_COLUMNS``, lanes
+    ``ROUND_LANE_COLUMNS``): a few C-level passes. False sends it to the exact check."""
+    if type(row) is not list or len(row) != len(ROUND_COLUMNS):
+        return False
+    expected = row[7]
+    lanes = row[6]
+    if (
+        type(row[0]) is not str
+        or row[0] not in _SOURCES
+        or type(expected) is not float
+        or not math.isfinite(expected)
+        or list(map(type, _INT_FIELDS(row))).count(int) != 6
+        or type(lanes) is not list
+    ):
+        return False
+    if not lanes:
+        return True
+    if list(map(type, lanes)).count(list) != len(lanes) or set(map(len, lanes)) != {4}:
+        return False
+    flat = list(chain.from_iterable(lanes))
+    return list(map(type, flat)).count(int) == len(flat)
 
 
 def record_problem(record: Any) -> str | None:
