@@ -122,7 +122,7 @@ class ScenarioResult:
     record_type: str | None = None
     failed_impl: str | None = None
     message: str = ""
-    harness_seconds: float = 0.0  # encoding, digesting and comparing
+    harness_seconds: float = 0.0  # checking (where needed), encoding, digesting, comparing
     artifacts: tuple[str, ...] = ()
     resumed: bool = False  # loaded from a --resume journal, not run this time
     # Decision equivalence only: floats that differed within the tolerance, and by how much.

@@ -69,7 +69,7 @@ def summary_renderable(summary: RunSummary) -> RenderableType:
     harness = sum(r.harness_seconds for r in summary.results)
     if summary.plans:
         per_impl = harness / summary.plans / max(len(summary.impls), 1) * 1e6
-        table.add_row("harness (encode+compare)", f"{per_impl:,.1f} µs/plan/impl")
+        table.add_row("harness (check, encode, digest, compare)", f"{per_impl:,.1f} µs/plan/impl")
     parts: list[RenderableType] = [table]
     findings = [r for r in summary.results if r.status != IDENTICAL]
     if findings:
