@@ -26,8 +26,9 @@ f64[7]     exactly 7 finite doubles               56
 u8[]       a list of integers 0..255 (ragged)     ``[u16 length, u8 values...]``
 =========  =====================================  ==============================
 
-Writers either build columns directly (:class:`TableBuilder`, or ``array.array`` objects
-turned into bytes with :func:`column_bytes`) or hand rows to :func:`pack_rows`; readers get
+Writers either build columns directly (:func:`pack_values` from a sequence,
+:func:`column_bytes` from an ``array.array``, :class:`TableBuilder` row by row) or hand
+rows to :func:`pack_rows`; readers get
 rows back with :func:`unpack_rows`. :func:`columns_problem` checks a table a file or an
 implementation supplied without turning it into rows.
 """
@@ -42,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 LITTLE: Final = sys.byteorder == "little"
 _ITEMSIZE: Final = {code: array(code).itemsize for code in "bBhHiqd"}
@@ -101,14 +102,10 @@ TYPES: Final[dict[str, ColumnType]] = {
 # the lengths of a ragged column's rows
 LENGTHS: Final = _int("u16", "H", 16, signed=False)
 
-for _type in (*TYPES.values(), LENGTHS):  # the format is defined by these sizes
-    assert array(_type.typecode).itemsize == {"B": 1, "b": 1, "h": 2, "H": 2, "i": 4}.get(
-        _type.typecode, 8
-    ), f"array typecode {_type.typecode!r} has an unexpected size on this platform"
-
-
-# how the hot check treats a column
-_INT, _FLOAT, _BOOL, _RAGGED = "int", "float", "bool", "ragged"
+# the format is defined by these sizes
+assert _ITEMSIZE == {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "q": 8, "d": 8}, (
+    f"array typecodes have unexpected sizes on this platform: {_ITEMSIZE}"
+)
 
 
 class ColumnError(ValueError):
@@ -123,8 +120,6 @@ class TableSpec:
     name: str
     columns: tuple[tuple[str, str], ...]
     # derived in __post_init__ (not compared, not given)
-    layout: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
-    sizes: tuple[int, ...] = field(default=(), init=False, compare=False, repr=False)
     names: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
     width: int = field(default=0, init=False, compare=False, repr=False)
     first_size: int = field(default=1, init=False, compare=False, repr=False)
@@ -141,11 +136,7 @@ class TableSpec:
             if type_name not in TYPES:
                 raise ValueError(f"column {name!r} has unknown type {type_name!r}")
         types = tuple(TYPES[type_name] for _, type_name in self.columns)
-        # what the hot check needs per column, computed once
-        layout = tuple(
-            _RAGGED if t.ragged else _FLOAT if t.floating else _BOOL if t.boolean else _INT
-            for t in types
-        )
+        # what the hot check (``columns_ok``) needs, computed once
         sizes = tuple(t.itemsize * t.arity for t in types)
         plain = [i for i, t in enumerate(types) if not t.ragged]
         floats = [i for i, t in enumerate(types) if t.floating]
@@ -153,8 +144,6 @@ class TableSpec:
             raise ValueError(f"table {self.name!r}: the first column must not be ragged")
         set_ = object.__setattr__
         set_(self, "_types", types)
-        set_(self, "layout", layout)
-        set_(self, "sizes", sizes)
         set_(self, "names", tuple(name for name, _ in self.columns))
         set_(self, "width", len(types))
         set_(self, "first_size", sizes[0])
@@ -217,8 +206,8 @@ def _array(typecode: str, data: bytes) -> array[Any]:
 class TableBuilder:
     """Rows appended one at a time, encoded as typed columns by :meth:`columns`.
 
-    The readable way to build a table (the reference scheduler uses it): ``add`` takes one
-    row in column order. A value that its column's type cannot hold raises
+    The readable way to build a table, and the exact path behind :func:`pack_rows`: ``add``
+    takes one row in column order. A value that its column's type cannot hold raises
     :class:`ColumnError` at once.
     """
 
@@ -364,10 +353,46 @@ def is_packed(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and type(value[0]) is bytes
 
 
-def row_count(spec: TableSpec, columns: Sequence[Any]) -> int:
-    """Rows in checked columns (the first column is never ragged or multi-valued)."""
-    first = spec.types[0]
-    return len(columns[0]) // (first.itemsize * first.arity)
+# Column bins an implementation may give as other bytes-like objects: a ``bytearray``, a
+# ``bytes`` subclass or a C-contiguous ``memoryview`` (say of an ``array``) packs as the very
+# same msgpack bin as ``bytes`` of its contents, so the trace cannot tell them apart, and the
+# runner (which checks a record only when its bytes differ from the first implementation's)
+# could not refuse them consistently. They are accepted and turned into ``bytes`` before
+# anything reads them. A memoryview that is not contiguous does not pack at all: it is left
+# as it is, and the schema check names its table and column.
+def _as_bin(value: Any) -> Any:
+    if type(value) is bytes:
+        return value
+    if isinstance(value, bytes | bytearray) or (
+        isinstance(value, memoryview) and value.c_contiguous
+    ):
+        return bytes(value)
+    return value
+
+
+def is_column_form(value: Any) -> TypeGuard[list[Any]]:
+    """Whether a table value is columns (its first column a bin of some bytes-like kind)."""
+    return (
+        type(value) is list and bool(value) and isinstance(value[0], bytes | bytearray | memoryview)
+    )
+
+
+def exact_bins(spec: TableSpec, columns: list[Any]) -> list[Any]:
+    """Column-form ``columns`` with every bytes-like bin as ``bytes``: the same object when
+    all already are (or when its shape is wrong: the schema check names that)."""
+    # the common case in a few C calls: every plain column bytes, every ragged one a list
+    # of two bytes
+    if set(map(type, columns)) <= {bytes, list} and (
+        len(columns) != spec.width
+        or all(
+            set(map(type, columns[i])) <= {bytes} for i in spec.ragged if type(columns[i]) is list
+        )
+    ):
+        return columns
+    return [
+        [_as_bin(part) for part in column] if type(column) is list else _as_bin(column)
+        for column in columns
+    ]
 
 
 def unpack_rows(spec: TableSpec, columns: Sequence[Any]) -> list[list[Any]]:

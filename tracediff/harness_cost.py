@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracediff.engine.driver import check_plan, drive
-from tracediff.runner import private_copy
+from tracediff.runner import TimedScheduler, private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, encode
 from tracediff.trace.writer import FrameDeflater
@@ -97,27 +97,6 @@ class HarnessResult:
         return {"version": 1, "costs": [c.to_dict() for c in self.costs]}
 
 
-class _Timed:
-    """Forwards the driver interface, timing plan()."""
-
-    def __init__(self, inner: Any, cost: HarnessCost) -> None:
-        self.inner = inner
-        self.cost = cost
-
-    def arrive(self, spec: Any, now: int) -> None:
-        self.inner.arrive(spec, now)
-
-    def plan(self, now: int) -> Any:
-        start = time.perf_counter_ns()
-        record = self.inner.plan(now)
-        self.cost.plan_ns += time.perf_counter_ns() - start
-        self.cost.plans += 1
-        return record
-
-    def complete(self, event: dict[str, Any], now: int) -> Any:
-        return self.inner.complete(event, now)
-
-
 def measure_harness(
     scenarios: Sequence[Scenario],
     factories: dict[str, Factory],
@@ -130,23 +109,26 @@ def measure_harness(
     perf = time.perf_counter_ns
     for done, scenario in enumerate(scenarios, 1):
         drivers: list[Iterator[dict[str, Any]]] = []
+        timed: list[TimedScheduler] = []
         for name, cost in zip(names, costs, strict=True):
-            inner = factories[name](private_copy(scenario))
-            drivers.append(drive(private_copy(scenario), _Timed(inner, cost), check=False))
+            timed.append(TimedScheduler(factories[name](private_copy(scenario))))
+            drivers.append(drive(private_copy(scenario), timed[-1], check=False))
             cost.scenarios += 1
         digests = [BodyDigest() for _ in names]
         bodies: list[list[bytes]] = [[] for _ in names]
         first = True
         while True:
             payloads: list[bytes | None] = []
-            for cost, driver, digest, body in zip(costs, drivers, digests, bodies, strict=True):
+            for position, (cost, driver, digest, body) in enumerate(
+                zip(costs, drivers, digests, bodies, strict=True)
+            ):
                 record = next(driver, None)
                 if record is None:
                     payloads.append(None)
                     continue
                 if not first and record["t"] == "plan":
                     start = perf()
-                    check_plan(record, cost.plans)
+                    check_plan(record, timed[position].plans)
                     cost.check_ns += perf() - start
                 start = perf()
                 payload = encode(record)
@@ -178,7 +160,9 @@ def measure_harness(
             first = False
         # the stored size afterwards: compressing between the timed steps would evict
         # what they keep in the CPU caches and inflate their times
-        for cost, body in zip(costs, bodies, strict=True):
+        for cost, scheduler, body in zip(costs, timed, bodies, strict=True):
+            cost.plans += scheduler.plans
+            cost.plan_ns += scheduler.plan_ns
             store = FrameDeflater()
             cost.stored_bytes += sum(len(store(payload)) for payload in body)
         if progress is not None:

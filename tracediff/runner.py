@@ -172,7 +172,7 @@ class RunSummary:
         return not self.interrupted and all(r.status == IDENTICAL for r in self.results)
 
 
-class _Timed:
+class TimedScheduler:
     """Forwards the driver interface, timing plan() (kept out of the compared bytes)."""
 
     def __init__(self, inner: Any) -> None:
@@ -195,8 +195,8 @@ class _Timed:
         return result
 
 
-class _Watched(_Timed):
-    """A :class:`_Timed` that also leaves (implementation index, plan number) in shared
+class _Watched(TimedScheduler):
+    """A :class:`TimedScheduler` that also leaves (implementation index, plan number) in shared
     memory, so that the parent can say where a worker was when it had to kill it. Used only
     in worker processes: two integer stores per call (``progress`` is a memoryview)."""
 
@@ -272,7 +272,7 @@ def run_scenario(
     tolerance = equivalence if equivalence is not None and equivalence.tolerant else None
     tally = FloatTally()
     names = [s.name for s in specs]
-    timed: list[_Timed] = []
+    timed: list[TimedScheduler] = []
     drivers: list[Iterator[dict[str, Any]]] = []
     digests = [BodyDigest() for _ in specs]
     seconds = [0.0] * len(specs)
@@ -295,7 +295,9 @@ def run_scenario(
                 # from (it hands the implementation RequestSpecs it could change).
                 inner = _factory(spec)(private_copy(scenario))
                 scheduler = (
-                    _Timed(inner) if progress is None else _Watched(inner, current, progress)
+                    TimedScheduler(inner)
+                    if progress is None
+                    else _Watched(inner, current, progress)
                 )
                 timed.append(scheduler)
                 drivers.append(drive(private_copy(scenario), scheduler, check=False))

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from tracediff.columns import ColumnError, TableSpec
+from tracediff.columns import ColumnError
 from tracediff.engine.simulator import SimulatedEngine
 from tracediff.errors import SchedulerFault
 from tracediff.scenario.model import RequestSpec, Scenario
-from tracediff.sched.record import COLUMNS, PLAN_KEYS, TABLES, packed_record
+from tracediff.sched.record import COLUMNS, PLAN_KEYS, TYPE_NAMES, packed_record
 from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
 
 TRACE_VERSION = SCHEMA_VERSION
@@ -37,7 +37,7 @@ def header_record(scenario: Scenario) -> dict[str, Any]:
         "version": TRACE_VERSION,
         "scenario": scenario.to_dict(),
         "columns": {name: list(cols) for name, cols in COLUMNS.items()},
-        "types": {name: [t for _, t in spec.columns] for name, spec in TABLES.items()},
+        "types": {name: list(types) for name, types in TYPE_NAMES.items()},
     }
 
 
@@ -116,58 +116,11 @@ def _packed_plan(record: Any, number: int) -> dict[str, Any]:
         raise SchedulerFault(
             f"plan {number}: malformed plan record: keys {keys}, expected {list(PLAN_KEYS)}"
         )
-    for name, spec in TABLES.items():
-        value = record[name]
-        exact = _exact_bins(spec, value)
-        if exact is not value:
-            record = dict(record)  # the implementation's own dict stays as it gave it
-            record[name] = exact
     try:
         packed = packed_record(record)
     except ColumnError as exc:
         raise SchedulerFault(f"plan {number}: malformed plan record: {exc}") from None
     return packed
-
-
-# Column bins an implementation may give as other bytes-like objects: a ``bytearray``, a
-# ``bytes`` subclass or a C-contiguous ``memoryview`` (say of an ``array``) packs as the very
-# same msgpack bin as ``bytes`` of its contents, so the trace cannot tell them apart, and the
-# runner (which checks a record only when its bytes differ from the first implementation's)
-# could not refuse them consistently. They are accepted and turned into ``bytes`` here,
-# before anything reads them. A memoryview that is not contiguous does not pack at all: it is
-# left as it is, and the schema check names its table and column.
-def _as_bin(value: Any) -> Any:
-    if type(value) is bytes:
-        return value
-    if isinstance(value, bytes | bytearray) or (
-        isinstance(value, memoryview) and value.c_contiguous
-    ):
-        return bytes(value)
-    return value
-
-
-def _is_bin(value: Any) -> bool:
-    return isinstance(value, bytes | bytearray | memoryview)
-
-
-def _exact_bins(spec: TableSpec, columns: Any) -> Any:
-    """``columns`` with every bytes-like bin as ``bytes``; the same object when all already
-    are, or when the table is not in column form (rows, or garbage the check names)."""
-    if type(columns) is not list or not columns or not _is_bin(columns[0]):
-        return columns
-    # the common case in a few C calls: every plain column bytes, every ragged one a list
-    # of two bytes (a malformed shape is left to the check, which names it)
-    if set(map(type, columns)) <= {bytes, list} and (
-        len(columns) != spec.width
-        or all(
-            set(map(type, columns[i])) <= {bytes} for i in spec.ragged if type(columns[i]) is list
-        )
-    ):
-        return columns
-    return [
-        [_as_bin(part) for part in column] if type(column) is list else _as_bin(column)
-        for column in columns
-    ]
 
 
 def check_plan(record: dict[str, Any], number: int) -> None:

@@ -183,9 +183,7 @@ def _lane_value_columns(rows: list[list[Any]]) -> list[Any]:
     ]
 
 
-def _candidate_columns(
-    shapes: list[Shape], halves: int, durations: list[int], values: list[float]
-) -> list[Any]:
+def _candidate_columns(shapes: list[Shape], halves: int, rows: list[list[Any]]) -> list[Any]:
     """The candidates table as typed columns, built from the shapes in a few C-level passes.
 
     Row i of each half is shape i; the half with a prefill row repeats the first half's
@@ -195,11 +193,10 @@ def _candidate_columns(
     """
     kinds, cohorts, bounds, budgets, b_pads, widths, allocations, _ = zip(*shapes, strict=True)
     count = len(shapes)
-    cohort_bytes = pack_values("h", cohorts)
     return [
         pack_values("i", range(count * halves)),
         bytes(kinds) * halves,
-        cohort_bytes * halves,
+        pack_values("h", cohorts) * halves,
         bytes(count) + b"\x01" * count if halves == 2 else bytes(count),
         bytes(bounds) * halves,
         pack_values("h", b_pads) * halves,
@@ -209,8 +206,8 @@ def _candidate_columns(
             b"".join([allocation[4] for allocation in allocations]) * halves,
         ],
         pack_values("d", [allocation[1] for allocation in allocations]) * halves,
-        pack_values("q", durations),
-        pack_values("d", values),
+        pack_values("q", [row[_DURATION] for row in rows]),
+        pack_values("d", [row[_VALUE] for row in rows]),
         pack_values("h", budgets) * halves,
     ]
 
@@ -653,8 +650,6 @@ class OptimizedScheduler(SchedulerCore):
                             )
                         )
         rounds = ((False, 0, 0.0), (True, extra, bonus)) if prefill_row else ((False, 0, 0.0),)
-        durations_column: list[int] = []
-        values_column: list[float] = []
         for with_prefill, added, row_bonus in rounds:
             for kind, cohort, bound, budget, b_pad, width, allocation, estimate in shapes:
                 prefixes, expected = allocation[0], allocation[1]
@@ -677,9 +672,7 @@ class OptimizedScheduler(SchedulerCore):
                     ]
                 )
                 budgets.append(budget)
-                durations_column.append(duration)
-                values_column.append(value)
-        columns = _candidate_columns(shapes, len(rounds), durations_column, values_column)
+        columns = _candidate_columns(shapes, len(rounds), rows)
         return rows, budgets, columns
 
     @staticmethod

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff.columns import TableSpec, columns_ok, is_packed, pack_rows, unpack_rows
+from tracediff.columns import (
+    TableSpec,
+    columns_ok,
+    exact_bins,
+    is_column_form,
+    pack_rows,
+    unpack_rows,
+)
 
 PLAN_KEYS = (
     "t",
@@ -112,6 +119,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "lane_values": LANE_VALUE_COLUMNS,
 }
 
+# The header's ``types`` map: each typed table's column types, in column order.
+TYPE_NAMES: dict[str, list[str]] = {
+    name: [type_name for _, type_name in spec.columns] for name, spec in TABLES.items()
+}
+
 SOURCE_WINNER, SOURCE_PROBE, SOURCE_REFRESH = "winner", "probe", "refresh"
 
 
@@ -173,21 +185,23 @@ def empty_plan_record(*, plan: int, now: int, eligible: list[Any], credit: float
 
 
 def packed_record(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with every wide table given as rows turned into typed columns (the same
-    dict when all of them already are); raises :class:`ColumnError` for a value a column
-    cannot hold."""
-    todo = [
-        name
-        for name in TABLES
-        if name in record
-        and not is_packed(value := record[name])
-        and isinstance(value, list | tuple)
-    ]
-    if not todo:
-        return record
-    out = dict(record)
-    for name in todo:
-        out[name] = pack_rows(TABLES[name], out[name])
+    """``record`` with every wide table in exact column form: tables given as rows packed
+    into typed columns, bytes-like bins (``bytearray``, ``memoryview``) made ``bytes``.
+    The same dict when nothing needed it; raises :class:`ColumnError` for a value a column
+    cannot hold. The implementation's own dict is never changed."""
+    out = record
+    for name, spec in TABLES.items():
+        value = record.get(name)
+        if is_column_form(value):
+            exact = exact_bins(spec, value)
+        elif isinstance(value, list | tuple):
+            exact = pack_rows(spec, value)
+        else:
+            continue  # not a table at all: the schema check names it
+        if exact is not value:
+            if out is record:
+                out = dict(record)
+            out[name] = exact
     return out
 
 
@@ -200,6 +214,6 @@ def rows_view(record: Any) -> Any:
     out = dict(record)
     for name, spec in TABLES.items():
         value = out.get(name)
-        if value is not None and is_packed(value) and columns_ok(spec, value):
+        if isinstance(value, list) and columns_ok(spec, value):
             out[name] = unpack_rows(spec, value)
     return out

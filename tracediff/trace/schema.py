@@ -53,6 +53,7 @@ from tracediff.sched.record import (
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
+    TYPE_NAMES,
     rows_view,
 )
 from tracediff.sched.record import TABLES as TYPED_TABLES
@@ -473,7 +474,7 @@ def header_schema(header: Mapping[str, Any], name: str) -> tuple[Schema, Scenari
                 f"types[{table!r}] declares the unknown column type {_shown(unknown[0])} "
                 f"(known: {', '.join(COLUMN_TYPES)})"
             )
-        expected = [t for _, t in spec.columns]
+        expected = TYPE_NAMES[table]
         if list(declared_types) != expected:
             raise fail(
                 f"types[{table!r}] is {_shown(declared_types)}; this tracediff reads {expected}"

@@ -20,7 +20,7 @@ from typing import Any
 
 from tracediff.columns import ColumnError
 from tracediff.errors import TraceFormatError
-from tracediff.sched.record import COLUMNS, TABLES, packed_record
+from tracediff.sched.record import COLUMNS, TYPE_NAMES, packed_record
 from tracediff.trace.codec import FORMAT_VERSION, MAGIC, PREAMBLE, PREVIOUS_VERSION, encode
 from tracediff.trace.reader import TraceReader
 from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, TraceChecker
@@ -133,7 +133,7 @@ def _header(reader: TraceReader) -> dict[str, Any]:
     upgraded = dict(header)
     upgraded["version"] = SCHEMA_VERSION
     upgraded["columns"] = wanted
-    upgraded["types"] = {name: [t for _, t in spec.columns] for name, spec in TABLES.items()}
+    upgraded["types"] = {name: list(types) for name, types in TYPE_NAMES.items()}
     return upgraded
 
 
