@@ -24,12 +24,15 @@ if TYPE_CHECKING:
     from tracediff.api import ScenarioComparison as ScenarioComparison
     from tracediff.api import compare_implementations as compare_implementations
     from tracediff.api import explanation_text as explanation_text
+    from tracediff.api import regression_scenarios as regression_scenarios
     from tracediff.api import scenarios_of as scenarios_of
     from tracediff.compare.model import Divergence as Divergence
     from tracediff.compare.model import FieldChange as FieldChange
     from tracediff.config import Config as Config
     from tracediff.config import load_config as load_config
     from tracediff.errors import TracediffError as TracediffError
+    from tracediff.project import Project as Project
+    from tracediff.project import resolve as load_project
     from tracediff.scenario.generator import generate as generate
     from tracediff.scenario.model import RequestSpec as RequestSpec
     from tracediff.scenario.model import Scenario as Scenario
@@ -45,6 +48,9 @@ _EXPORTS = {
     "ScenarioComparison": "tracediff.api",
     "compare_implementations": "tracediff.api",
     "explanation_text": "tracediff.api",
+    "regression_scenarios": "tracediff.api",
+    "Project": "tracediff.project",
+    "load_project": "tracediff.project:resolve",
     "scenarios_of": "tracediff.api",
     "Divergence": "tracediff.compare.model",
     "FieldChange": "tracediff.compare.model",
@@ -69,6 +75,7 @@ __all__ = [
     "Divergence",
     "FieldChange",
     "Profile",
+    "Project",
     "RequestSpec",
     "Scenario",
     "ScenarioComparison",
@@ -79,6 +86,8 @@ __all__ = [
     "generate",
     "load_config",
     "load_profile",
+    "load_project",
+    "regression_scenarios",
     "request_specs",
     "scenario_strategy",
     "scenarios_of",

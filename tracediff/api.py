@@ -16,10 +16,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
 from tracediff.scenario.model import Scenario
 from tracediff.scenario.profiles import Profile, load_profile, parse_seeds
+
+if TYPE_CHECKING:
+    from tracediff.project import Project
 
 IDENTICAL, DIVERGED, ERROR, TIMEOUT = "identical", "diverged", "error", "timeout"
 DEFAULT_IMPLS = ("reference", "optimized")
@@ -88,6 +93,24 @@ def scenarios_of(
     else:
         chosen = sorted(set(seeds))
     return [generate(loaded, seed) for seed in chosen]
+
+
+def regression_scenarios(
+    impls: Sequence[str] | None = None, project: Project | None = None
+) -> tuple[str, list[tuple[Path, Scenario]]]:
+    """The project's regression corpus (what ``shrink --save`` and ``fuzz --save`` wrote,
+    what ``gate`` replays) for comparing ``impls``: a label saying which corpus it is, and
+    each file with its scenario, in the order the gate replays them."""
+    from tracediff.impls import parse_impl
+    from tracediff.project import resolve
+    from tracediff.regressions import corpus_files, load_scenario
+
+    project = project or resolve()
+    chosen = tuple(impls) if impls else project.impls
+    source = project.corpus(tuple(parse_impl(name).target for name in chosen))
+    if source.path is None:
+        return source.label, []
+    return source.label, [(path, load_scenario(path)) for path in corpus_files(source.path)]
 
 
 def compare_implementations(

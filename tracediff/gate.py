@@ -61,7 +61,9 @@ class GateOptions:
     seeds_given: bool = False  # --seeds: check only those seeds' digests
     corpus: tuple[Path, ...] = ()  # the regression corpus's files, in order
     corpus_dir: Path | None = None
+    corpus_label: str = ""  # which corpus, for the summary (tracediff.project.DataSource)
     golden_dir: Path | None = None
+    golden_label: str = ""  # which manifests, for the summary
     jobs: int = 1
     artifacts: str = "artifacts"
     timeout_s: float | None = None
@@ -120,7 +122,7 @@ def _run_gate(
     # 1. the regression corpus: past failures first, so one that comes back fails by name.
     corpus = [load_scenario(path) for path in options.corpus]
     if not corpus:
-        where = options.corpus_dir if options.corpus_dir is not None else "(none configured)"
+        where = options.corpus_label or options.corpus_dir or "(none configured)"
         steps.append(StepOutcome("regressions", EMPTY, f"no scenarios in {where}"))
         on_progress(f"regressions: {EMPTY}: no scenarios in {where}")
     else:
@@ -142,6 +144,8 @@ def _run_gate(
             else o
             for o in found
         ]
+        if options.corpus_label:
+            step = dataclasses.replace(step, detail=f"{step.detail}; {options.corpus_label}")
         steps.append(step)
         outcomes.extend(found)
         on_progress(f"regressions: {step.status}: {step.detail}")
@@ -277,7 +281,8 @@ def _golden_step(
     from tracediff.runner import ScenarioResult
 
     if options.golden_dir is None:
-        return StepOutcome("golden", NOT_CONFIGURED, "no golden directory configured"), outcomes
+        detail = options.golden_label or "no golden directory configured"
+        return StepOutcome("golden", NOT_CONFIGURED, detail), outcomes
     path = golden.manifest_path(options.golden_dir, options.profile)
     if not path.exists():
         return (
@@ -374,13 +379,14 @@ def _golden_step(
         )
     count = len([s for s in by_seed if s in expected])
     impls = plural(len(options.impls), "implementation")
+    where = f"{path.name} in {options.golden_label}" if options.golden_label else str(path)
     if mismatched or gone:
-        detail = f"{plural(len(mismatched) + len(gone), 'scenario')} of {count} differ from {path}"
+        detail = f"{plural(len(mismatched) + len(gone), 'scenario')} of {count} differ from {where}"
         return StepOutcome("golden", FAILED, detail), out
-    detail = f"{impls} match all {plural(count, 'digest')} of {path} (from the profile's run)"
+    detail = f"{impls} match all {plural(count, 'digest')} of {where} (from the profile's run)"
     if tolerated:
         detail = (
-            f"{impls} match {count - len(tolerated):,} of {plural(count, 'digest')} of {path} "
+            f"{impls} match {count - len(tolerated):,} of {plural(count, 'digest')} of {where} "
             f"(from the profile's run); {plural(len(tolerated), 'scenario')} only under "
             f"{options.equivalence.label}"
         )

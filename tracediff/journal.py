@@ -29,6 +29,7 @@ One run at a time: the journal is locked (``flock``) while a run holds it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from typing import Any
 from tracediff import __version__
 from tracediff.atomic import fsync_directory
 from tracediff.errors import JournalError, OutputError
+from tracediff.fingerprint import changed
 from tracediff.scenario.model import Scenario
 from tracediff.trace import encode
 
@@ -67,6 +69,9 @@ class RunIdentity:
     targets: tuple[str, ...]
     profiles: tuple[str, ...]
     version: str = __version__
+    # tracediff.fingerprint: the code of each implementation and of tracediff, the options;
+    # compared apart from the rest so that a refusal can say what changed.
+    fingerprint: tuple[tuple[str, str], ...] = ()
 
     def header(self) -> dict[str, Any]:
         return {
@@ -76,6 +81,7 @@ class RunIdentity:
             "impls": list(self.impls),
             "targets": list(self.targets),
             "profiles": list(self.profiles),
+            "fingerprint": dict(self.fingerprint),
         }
 
     def describe(self) -> str:
@@ -227,11 +233,21 @@ def _load(
         profiles=tuple(header.get("profiles", ())),
         version=str(header.get("tracediff")),
     )
-    if stored != identity:
+    if stored != dataclasses.replace(identity, fingerprint=()):
         raise JournalError(
             f"--resume {path.parent}: the journal is of a run of {stored.describe()}, this run "
-            f"is {identity.describe()}; use another --resume directory, or delete {path} to "
-            "start fresh"
+            f"is {identity.describe()}; use another --resume directory, or --fresh to start "
+            "a new journal there"
+        )
+    recorded = header.get("fingerprint")
+    if not isinstance(recorded, dict):
+        recorded = {}
+    what = changed(recorded, dict(identity.fingerprint))
+    if what:
+        raise JournalError(
+            f"--resume {path.parent}: {', '.join(what)} changed since its results were "
+            "journaled, so they are not this code's; rerun with --fresh to start a new "
+            "journal (the old one is kept as journal.jsonl.old)"
         )
     entries: dict[Key, Any] = {}
     for number, line in enumerate(parsed[1:], start=2):
@@ -246,10 +262,28 @@ def _load(
 
 
 def identity_for(
-    impl_names: Sequence[str], targets: Sequence[str], scenarios: Sequence[Scenario]
+    impl_names: Sequence[str],
+    targets: Sequence[str],
+    scenarios: Sequence[Scenario],
+    fingerprint: dict[str, str] | None = None,
 ) -> RunIdentity:
     return RunIdentity(
         impls=tuple(impl_names),
         targets=tuple(targets),
         profiles=tuple(sorted({s.profile for s in scenarios})),
+        fingerprint=tuple(sorted((fingerprint or {}).items())),
     )
+
+
+def start_fresh(directory: str | os.PathLike[str]) -> Path | None:
+    """``--fresh``: move an existing journal aside (to ``journal.jsonl.old``) so the run
+    starts a new one; returns where it went, or None when there was none."""
+    path = journal_path(directory)
+    if not path.is_file() or path.is_symlink():
+        return None
+    old = path.with_name(JOURNAL_FILE + ".old")
+    try:
+        os.replace(path, old)
+    except OSError as exc:
+        raise JournalError(f"--fresh: cannot move {path} aside: {exc.strerror}") from None
+    return old

@@ -27,12 +27,13 @@ def builtin_dir(kind: str) -> Path | None:
     None when neither the packaged copy nor the checkout's source is there."""
     packaged, source = _KINDS[kind]
     for candidate in (_PACKAGE / packaged, _PACKAGE.parent / source):
-        if candidate.is_dir() and _holds_data(candidate, kind):
+        if candidate.is_dir() and holds_data(candidate, kind):
             return candidate
     return None
 
 
-def _holds_data(directory: Path, kind: str) -> bool:
+def holds_data(directory: Path, kind: str) -> bool:
+    """Whether ``directory`` holds files of this kind (profiles: ``*.toml``, else ``*.json``)."""
     # A checkout's parent directory might hold an unrelated "golden/" or "scenarios/": only a
     # directory with the files this kind is made of counts.
     pattern = "*.toml" if kind == "profiles" else "*.json"

@@ -90,6 +90,15 @@ class RunOptions:
             spec = "local" if self.isolated or jobs > 1 else "inline"
         return open_executor(spec, jobs=jobs, memory_limit_mb=self.memory_limit_mb)
 
+    def outcome_options(self) -> dict[str, object]:
+        """The options a stored result depends on (tracediff.fingerprint): how records are
+        compared and the limits that turn a slow or greedy run into a finding."""
+        return {
+            "equivalence": (self.equivalence.mode, self.equivalence.ulps),
+            "timeout_s": self.timeout_s,
+            "memory_limit_mb": self.memory_limit_mb,
+        }
+
     @property
     def kill_after_s(self) -> float | None:
         """Wall time after which the parent kills a worker still on one scenario."""
@@ -744,10 +753,14 @@ def _open_journal(
     returns the journal, each scenario's digest, and the indices still to run."""
     if options.resume is None:
         return None, [], list(range(len(scenarios)))
+    from tracediff.fingerprint import fingerprint
     from tracediff.journal import Journal, identity_for, scenario_digest
 
     identity = identity_for(
-        [s.name for s in options.impls], [s.target for s in options.impls], scenarios
+        [s.name for s in options.impls],
+        [s.target for s in options.impls],
+        scenarios,
+        fingerprint(options.impls, options.outcome_options()),
     )
     journal = Journal.open(options.resume, identity)
     notes.extend(journal.notes)

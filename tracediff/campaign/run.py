@@ -46,9 +46,13 @@ class CampaignOptions:
 
     def identity(self) -> dict[str, Any]:
         """What a campaign directory belongs to: resuming with other values is refused."""
+        from tracediff.fingerprint import fingerprint
+
+        options = {**self.run_options.outcome_options(), "profile": repr(self.profile)}
         return {
             "impls": [[spec.name, spec.target] for spec in self.impls],
             "profile": self.profile.name,
+            "fingerprint": fingerprint(self.impls, options),
         }
 
 

@@ -156,10 +156,26 @@ class CampaignStore:
                 f"not a {FORMAT} store of version {VERSION} (format {meta.get('format')!r}, "
                 f"version {meta.get('version')!r})",
             )
-        if identity is not None and json.loads(meta["identity"]) != identity:
+        if identity is None:
+            return
+        stored = json.loads(meta["identity"])
+        stored_code = stored.pop("fingerprint", {}) if isinstance(stored, dict) else {}
+        current = {k: v for k, v in identity.items() if k != "fingerprint"}
+        if stored != current:
             raise UsageError(
                 f"{self.path.parent} holds another campaign ({meta['identity']}); give "
                 "another --out, or the same implementations and profile to resume it"
+            )
+        from tracediff.fingerprint import changed
+
+        what = changed(
+            stored_code if isinstance(stored_code, dict) else {}, identity.get("fingerprint", {})
+        )
+        if what:
+            raise UsageError(
+                f"{self.path.parent}: {', '.join(what)} changed since this campaign's results "
+                "were stored, so they are not this code's; give another --out to start a new "
+                "campaign"
             )
 
     @property

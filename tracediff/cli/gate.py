@@ -175,11 +175,11 @@ def gate(
         (json_path, "--json"),
     ):
         check_output_file(path, flag)
-    artifacts_dir = settings.artifacts(artifacts) or "artifacts"
+    artifacts_dir = settings.artifacts(artifacts)
     if Path(artifacts_dir).exists() and not Path(artifacts_dir).is_dir():
         raise UsageError(f"--artifacts {artifacts_dir} exists and is not a directory")
-    corpus_dir = settings.read_dir(regressions_dir, "regressions", "--regressions")
-    golden_path = settings.read_dir(golden_given, "golden", "--golden-dir")
+    corpus = settings.corpus(regressions_dir, [s.target for s in specs])
+    golden_source = settings.golden_source(golden_given)
     profile = settings.profile(profile_name)
     scenarios = _scenarios(profile, seeds)
     options = GateOptions(
@@ -187,9 +187,11 @@ def gate(
         scenarios=tuple(scenarios),
         impls=specs,
         seeds_given=seeds is not None,
-        corpus=tuple(corpus_files(corpus_dir)) if corpus_dir is not None else (),
-        corpus_dir=corpus_dir,
-        golden_dir=golden_path,
+        corpus=tuple(corpus_files(corpus.path)) if corpus.path is not None else (),
+        corpus_dir=corpus.path,
+        corpus_label=corpus.label,
+        golden_dir=golden_source.path,
+        golden_label=golden_source.label,
         jobs=job_count,
         artifacts=artifacts_dir,
         timeout_s=timeout_s,

@@ -74,21 +74,17 @@ golden_dir_option = click.option(
     default=None,
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Directory of the golden manifests and traces (default: the configured one; check "
-    "falls back to the built-in digests, update writes ./golden).",
+    help="Directory of the golden manifests and traces (default: the configured one, else "
+    "./golden at the project's root; check and gate fall back to the built-in digests only "
+    "while it holds none).",
 )
 
 
-def _golden_dir(given: str | None, *, read: bool) -> str:
-    """The golden directory: ``check`` reads the given, configured or built-in one (a
-    missing given or configured one is exit 2); the others write the given or configured
-    one, else ./golden."""
+def _golden_dir(given: str | None) -> str:
+    """The project's golden directory, where update writes and accept/reject/review look
+    (the same place check and gate read first)."""
     from tracediff.cli import settings
 
-    if read:
-        found = settings.read_dir(given, "golden", "--golden-dir")
-        if found is not None:
-            return str(found)
     return str(settings.write_dir(given, "golden"))
 
 
@@ -115,10 +111,11 @@ def golden() -> None:
 @click.option("--seeds", default=None, help="Check only these seeds of the profile: 0..71, 3,7.")
 @click.option(
     "--impl",
-    "impl",
-    default="reference",
-    show_default=True,
-    help="The implementation to check (run alone) against the manifest.",
+    "impls",
+    multiple=True,
+    help="The implementation to check (run alone) against the manifest; repeat to check "
+    "several. Default: the configured candidates ([tool.tracediff] impls after the "
+    "baseline), else reference.",
 )
 @click.option("--check", "check_mode", is_flag=True, help="Check mode for optimized.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
@@ -138,7 +135,7 @@ def golden() -> None:
 def check_command(
     profile_name: str | None,
     seeds: str | None,
-    impl: str,
+    impls: tuple[str, ...],
     check_mode: bool,
     jobs: int | None,
     timeout_s: float | None,
@@ -163,39 +160,59 @@ def check_command(
     compare_as = _equivalence(equivalence, ulps)
     check_seconds(timeout_s, "--timeout")
     check_output_file(json_path, "--json")
-    (spec,) = _impl_specs((impl,), check_mode, ("reference",))
+    chosen_impls, why = settings.candidates(impls)
+    specs = _impl_specs(chosen_impls, check_mode, ("reference",))
     profile_name = settings.profile(profile_name)
     chosen = parse_seeds(seeds) if seeds is not None else None
     size = len(chosen) if chosen is not None else _profile_size(profile_name)
     executor_spec = _executor_spec(executor_text)
-    with (
-        _bar(not no_progress, size, "golden check") as advance,
-        open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
-    ):
-        outcome = check(
-            profile_name,
-            spec,
-            golden_dir=_golden_dir(golden_dir, read=True),
-            timeout_s=settings.timeout(timeout_s),
-            artifacts=artifacts,
-            on_result=advance,
-            seeds=chosen,
-            executor=executor,
-            equivalence=compare_as,
-        )
+    source = settings.golden_source(golden_dir)
+    if source.path is None:
+        raise UsageError(f"golden check: no golden manifests: {source.label}")
+    console = _text_console()
+    err = _text_console(stderr=True)
+    outcomes = []
+    with open_executor(executor_spec, jobs=_jobs(jobs)) as executor:
+        for spec in specs:
+            err.print(f"golden check: {spec.name} ({why}) against {source.label}", markup=False)
+            with _bar(not no_progress, size, "golden check") as advance:
+                outcome = check(
+                    profile_name,
+                    spec,
+                    golden_dir=str(source.path),
+                    timeout_s=settings.timeout(timeout_s),
+                    artifacts=settings.artifacts(artifacts, None),
+                    on_result=advance,
+                    seeds=chosen,
+                    executor=executor,
+                    equivalence=compare_as,
+                )
+            if outcome.status == MISSING:
+                raise UsageError(
+                    f"golden check: no manifest for profile {outcome.profile} in "
+                    f"{source.label}: {outcome.message}"
+                )
+            outcomes.append((spec, outcome))
     if json_path:
         from tracediff.atomic import write_text_atomic
 
-        write_text_atomic(json_path, json.dumps(outcome.to_dict(), indent=1) + "\n")
-    if outcome.status == MISSING:
-        raise UsageError(
-            f"golden check: no manifest for profile {outcome.profile}: {outcome.message}"
+        documents = [outcome.to_dict() for _spec, outcome in outcomes]
+        write_text_atomic(
+            json_path,
+            json.dumps(documents[0] if len(documents) == 1 else documents, indent=1) + "\n",
         )
-    console = _text_console()
+    failed = False
+    for spec, outcome in outcomes:
+        failed |= not _print_check(console, spec, outcome)
+    sys.exit(EXIT_FINDING if failed else EXIT_OK)
+
+
+def _print_check(console: Console, spec: Any, outcome: Any) -> bool:
+    """One implementation's golden check, as a line (ok) or a table of mismatches."""
     if outcome.ok:
         style = "bold yellow" if outcome.within_ulps else "bold green"
         console.print(outcome.summary(), style=style)
-        sys.exit(EXIT_OK)
+        return True
     table = Table(title=outcome.summary(), header_style="bold")
     for column in ("seed", "kind", "plans (golden → now)", "explanation"):
         table.add_column(column)
@@ -215,7 +232,7 @@ def check_command(
         f"{plural(len(outcome.mismatches), 'scenario')}",
         style="bold red",
     )
-    sys.exit(EXIT_FINDING)
+    return False
 
 
 @golden.command("update")
@@ -228,9 +245,10 @@ def check_command(
 @click.option(
     "--impl",
     "impl",
-    default="reference",
-    show_default=True,
-    help="Whose digests the manifest holds (the reference).",
+    default=None,
+    help="Whose digests the manifest holds. Default: the configured candidate "
+    "([tool.tracediff] impls after the baseline; the first when there are several), else "
+    "reference.",
 )
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
 @golden_dir_option
@@ -239,7 +257,7 @@ def check_command(
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def update_command(
     profile_name: str | None,
-    impl: str,
+    impl: str | None,
     jobs: int | None,
     golden_dir: str | None,
     artifacts: str | None,
@@ -253,8 +271,14 @@ def update_command(
     from tracediff.golden import in_ci, update
 
     profile_name = settings.profile(profile_name)
-    golden_dir = _golden_dir(golden_dir, read=False)
+    golden_dir = _golden_dir(golden_dir)
     executor_spec = _executor_spec(executor_text)
+    chosen_impls, why = settings.candidates((impl,) if impl is not None else ())
+    impl = chosen_impls[0]
+    _impl_specs((impl,), False, ("reference",))  # fail fast on an unknown one
+    _text_console(stderr=True).print(
+        f"golden update: recording {impl} ({why}) into {golden_dir}", markup=False
+    )
     with (
         _bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
         open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
@@ -353,7 +377,7 @@ def review_command(
     profile_name: str | None, golden_dir: str | None, artifacts: str | None, as_json: bool
 ) -> None:
     """Show what the pending golden files change: seeds added, removed, digests changed."""
-    golden_dir = _golden_dir(golden_dir, read=False)
+    golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import review
 
     changes = review(profile_name, golden_dir=golden_dir, artifacts=artifacts)
@@ -375,7 +399,7 @@ def review_command(
 @golden_dir_option
 def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
     """Move the pending golden files into place (refused with CI=true)."""
-    golden_dir = _golden_dir(golden_dir, read=False)
+    golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import accept
 
     for resolution in accept(profile_name, golden_dir=golden_dir):
@@ -393,7 +417,7 @@ def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
 @artifacts_option
 def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: str | None) -> None:
     """Delete the pending golden files."""
-    golden_dir = _golden_dir(golden_dir, read=False)
+    golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import reject
 
     for resolution in reject(profile_name, golden_dir=golden_dir, artifacts=artifacts):

@@ -109,7 +109,14 @@ from tracediff.runner import (
     default=None,
     metavar="DIR",
     help="Journal finished scenarios in DIR and skip those already there: rerun the same "
-    "command after an interruption to finish the run.",
+    "command after an interruption to finish the run. Results of other code (an "
+    "implementation, tracediff or the options changed) are never reused: the run is refused.",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="With --resume: start a new journal in DIR (the old one is kept as "
+    "journal.jsonl.old), e.g. after the implementation's code changed.",
 )
 @click.option(
     "--json",
@@ -170,6 +177,7 @@ def run(
     timeout_s: float | None,
     memory_limit_mb: int | None,
     resume_dir: str | None,
+    fresh: bool,
     json_path: str | None,
     explain_k: int,
     regressions_dir: str | None,
@@ -206,6 +214,14 @@ def run(
             )
     check_output_dir(artifacts, "--artifacts")
     check_output_dir(resume_dir, "--resume")
+    if fresh:
+        if resume_dir is None:
+            raise UsageError("--fresh starts a new --resume journal; give --resume DIR too")
+        from tracediff.journal import start_fresh
+
+        moved = start_fresh(resume_dir)
+        if moved is not None:
+            click.echo(f"run: --fresh: moved the old journal to {moved}", err=True)
     check_output_file(json_path, "--json")  # after those: it may be inside one of them
     if scenario_files:
         from tracediff.regressions import load_scenario
@@ -217,7 +233,7 @@ def run(
         scenarios = _scenarios(profile_name, seeds)
     corpus_dir = None
     if not no_regressions and not scenario_files:
-        corpus_dir = settings.read_dir(regressions_dir, "regressions", "--regressions")
+        corpus_dir = settings.corpus(regressions_dir, [s.target for s in specs]).path
     if corpus_dir is not None:
         from tracediff.regressions import REGRESSION_PREFIX, load_corpus
 
@@ -230,7 +246,7 @@ def run(
     options = RunOptions(
         impls=specs,
         jobs=job_count,
-        artifacts=artifacts,
+        artifacts=settings.artifacts(artifacts, None),
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,
         resume=resume_dir,

@@ -1,46 +1,54 @@
-"""Settings every command resolves the same way: flag, then environment, then the project's
-``[tool.tracediff]`` table (tracediff.config), then the built-in default.
+"""The CLI's view of the project context (tracediff.project), resolved once per command.
 
-A directory given on the command line (or in its environment variable) or configured in the
-table, but missing, is an error (exit 2) wherever the command reads it; one it only writes
-into is created when needed.
+Every command takes its implementations, profile, limits, regression corpus, golden
+directory and artifacts directory from here, so what one command writes is what the others
+read: flag, then environment, then the project's ``[tool.tracediff]`` table, then the
+default under the project's root.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import overload
 
 import click
 
-from tracediff.config import Config, load_config
 from tracediff.errors import UsageError
-from tracediff.resources import builtin_dir
+from tracediff.project import DEFAULT_IMPLS, DEFAULT_PROFILE, DataSource, Location, Project, resolve
 
-DEFAULT_IMPLS = ("reference", "optimized")
-DEFAULT_PROFILE = "quick"
-# Where commands that add to a corpus or write golden files write without any configuration.
-WRITE_DEFAULTS = {"regressions": "scenarios/regressions", "golden": "golden"}
+__all__ = ["DEFAULT_IMPLS", "DEFAULT_PROFILE", "project"]
 
 
-def project() -> Config:
-    """The project configuration, loaded once per command."""
+def project() -> Project:
+    """The project context, resolved once per command invocation."""
     ctx = click.get_current_context(silent=True)
     if ctx is None:
-        return load_config()
+        return resolve()
     root = ctx.find_root()
     root.ensure_object(dict)
-    config = root.obj.get("config")
-    if config is None:
-        config = load_config()
-        root.obj["config"] = config
-    assert isinstance(config, Config)
-    return config
+    found = root.obj.get("project")
+    if found is None:
+        found = resolve()
+        root.obj["project"] = found
+    assert isinstance(found, Project)
+    return found
 
 
 def impls(values: Sequence[str]) -> tuple[str, ...]:
     """``--impl`` values, else the configured ones, else reference and optimized."""
-    return tuple(values) or project().impls or DEFAULT_IMPLS
+    return tuple(values) or project().impls
+
+
+def candidates(values: Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """What a one-implementation command (golden check/update) runs, and why: the given
+    ``--impl``, else the configured candidates (never the baseline), else the reference."""
+    if values:
+        return tuple(values), "--impl"
+    current = project()
+    if current.impls_configured:
+        return current.candidates, f"the configured candidate ({current.impls_origin})"
+    return ("reference",), "the default"
 
 
 def profile(value: str | None) -> str:
@@ -59,41 +67,36 @@ def jobs(value: int | None) -> int | None:
     return value if value is not None else project().jobs
 
 
-def read_dir(given: str | None, key: str, flag: str) -> Path | None:
-    """A directory the command reads (``regressions`` or ``golden``): the flag's, the
-    configured one, else the built-in one (None if there is none). Missing -> exit 2."""
-    if given is not None:
-        path = Path(given)
-        if not path.is_dir():
-            what = "is not a directory" if path.exists() else "does not exist"
-            raise UsageError(f"{flag} {given} {what}; pass an existing directory")
-        return path
-    configured = project().existing_dir(key)
-    if configured is not None:
-        return configured
-    return builtin_dir(key)
+def corpus(given: str | None, targets: Sequence[str]) -> DataSource:
+    """The regression corpus to replay (``--regressions`` or the project's)."""
+    return project().with_("regressions", given).corpus(tuple(targets))
 
 
-def write_dir(given: str | None, key: str) -> Path:
-    """A directory the command writes into: the flag's, the configured one, else
-    ``./scenarios/regressions`` or ``./golden`` (created when written)."""
-    if given is not None:
-        return Path(given)
-    configured: Path | None = getattr(project(), key)
-    return configured if configured is not None else Path(WRITE_DEFAULTS[key])
+def golden_source(given: str | None) -> DataSource:
+    """The golden manifests to check against (``--golden-dir`` or the project's)."""
+    return project().with_("golden", given).golden_source()
 
 
-def artifacts(given: str | None, default: str | None = "artifacts") -> str | None:
+def write_dir(given: str | None, kind: str) -> Path:
+    """Where a command writes ``kind`` ("regressions" or "golden"): the same place every
+    reader reads it from."""
+    location: Location = getattr(project().with_(kind, given), kind)
+    return location.path
+
+
+@overload
+def artifacts(given: str | None) -> str: ...
+
+
+@overload
+def artifacts(given: str | None, default: None) -> str | None: ...
+
+
+def artifacts(given: str | None, default: str | None = "root") -> str | None:
     """Where findings are kept: the flag, $TRACEDIFF_ARTIFACTS, the configured directory,
-    else ``default``."""
-    import os
-
-    if given is not None:
-        return given
-    env = os.environ.get("TRACEDIFF_ARTIFACTS")
-    if env:
-        return env
-    configured = project().artifacts
-    if configured is not None:
-        return str(configured)
-    return default
+    else ``artifacts`` under the project's root (with ``default=None``: None, for commands
+    that keep files only when asked)."""
+    location = project().with_("artifacts", given).artifacts
+    if default is None and not location.named:
+        return None
+    return str(location.path)
