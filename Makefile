@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# the live extra pins torch==2.13.0: the CPU build, installed from this machine's disk
+	# the distribution was called "tracediff" before; an old install of it would register the
+	# pytest plugin twice
+	$(BIN)/python -m pip uninstall --quiet --yes tracediff 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev,dask,live]'
 	touch $(STAMP)
 

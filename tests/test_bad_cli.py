@@ -41,6 +41,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("run", ["run", "--memory-limit", "99999999999999999999"], "at most 1073741824 MB"),
     ("run", ["run", "--memory-limit", "-1"], "positive number of megabytes"),
     ("run", ["run", "-j", "100000", *PAIR], "-j/--jobs must be at most 1024"),
+    ("run", ["run", "--context", "-1"], "--context must be 0 or more"),
     ("run", ["run", "--explain", "-1"], "--explain must be 0 or more"),
     ("run", ["run", "--explain", HUGE], "--explain must be at most"),
     ("run", ["run", "--profile", ""], "the profile name is empty"),

@@ -129,3 +129,13 @@ def test_a_log_gets_a_periodic_progress_line(
     with heartbeat(Counter("run", total=1), enabled=False):
         time.sleep(0.2)
     assert quiet.getvalue() == ""  # --no-progress
+
+
+def test_a_progress_line_has_done_total_rate_and_eta() -> None:
+    counter = Counter("run", total=20, done=5, findings=2)
+    counter.started = time.monotonic() - 10.0  # five scenarios in ten seconds
+    line = counter.line()
+    assert line.startswith("run: 5 of 20 scenarios, 2 findings, 0.5/s, 10 s, ETA 30 s"), line
+    explaining = Counter("run: explaining", total=3, noun="finding", counts_findings=False)
+    assert explaining.line().startswith("run: explaining: 0 of 3 findings, 0.0/s,")
+    assert "ETA unknown" in explaining.line()

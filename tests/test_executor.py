@@ -98,7 +98,7 @@ def test_without_dask_the_flag_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     for args in (["run", "--seeds", "0"], ["campaign", "--seeds", "0", "--out", "x"]):
         result = CliRunner().invoke(main, [*args, "--executor", "dask-local:2"])
         assert result.exit_code == 2, result.output
-        assert "tracediff[dask]" in result.output and len(result.output.splitlines()) == 1
+        assert "tracediff-harness[dask]" in result.output and len(result.output.splitlines()) == 1
 
 
 # -- a worker that dies costs a re-run ---------------------------------------------------------

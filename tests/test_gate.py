@@ -210,11 +210,20 @@ def test_each_finding_is_counted_once_with_its_explanation_and_reproduction(
     assert "FINDINGS: 3 of 3 scenarios" in result.output
     xml = JUnitXml.fromfile(str(junit))
     suites = {suite.name: suite for suite in xml}
-    assert (xml.tests, xml.failures, xml.errors) == (3 + 3, 3, 0)  # 3 scenarios + 3 steps
+    # 3 scenarios + 3 steps, and each failed step is a failing test case of its own
+    assert (xml.tests, xml.failures, xml.errors) == (3 + 3, 3 + 3, 0)
+    steps = {case.name: case for case in suites["tracediff.gate"]}
+    assert all(steps[name].result for name in ("regressions", "golden", "profile quick"))
     assert [c.name for c in suites["tracediff.regressions"]] == ["regression:quick:37"]
     assert [c.name for c in suites["tracediff.golden"]] == ["quick:40"]
     assert [c.name for c in suites["tracediff.quick"]] == ["quick:37"]
-    bodies = {case.name: case.result[0].text for suite in xml for case in suite if case.result}
+    bodies = {
+        case.name: case.result[0].text
+        for suite in xml
+        if suite.name != "tracediff.gate"
+        for case in suite
+        if case.result
+    }
     assert "tracediff run --scenario" in bodies["regression:quick:37"]
     assert "reproduce: tracediff run --profile quick --seeds 37" in bodies["quick:37"]
     assert "golden: " in bodies["quick:37"]  # the golden mismatch, noted, not counted

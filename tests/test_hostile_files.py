@@ -536,6 +536,7 @@ def test_shrink_save_and_traces_stay_inside(
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("TRACEDIFF_REGRESSIONS")  # --save writes where gate reads
     scenario = _scenario_file(tmp_path)
     result = invoke(
         ["shrink", "--scenario", str(scenario), "--impl", "reference", "--impl", SKEWED]

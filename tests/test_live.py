@@ -50,7 +50,7 @@ def test_live_without_torch_names_the_extra(
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
-    assert "pip install 'tracediff[live]'" in lines[0]
+    assert "pip install 'tracediff-harness[live]'" in lines[0]
     assert not (tmp_path / "t.trace").exists()
 
 

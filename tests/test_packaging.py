@@ -49,7 +49,7 @@ def test_the_wheel_runs_the_quick_profile_from_an_empty_directory(tmp_path: Path
         timeout=300,
     )
     assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = wheels.glob("tracediff-*.whl")
+    (wheel,) = wheels.glob("tracediff_harness-*.whl")
     # A fresh venv; its dependencies come from this one's site-packages (offline, fast),
     # added after the venv's own, so that tracediff itself comes from the wheel only.
     venv = tmp_path / "venv"

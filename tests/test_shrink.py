@@ -149,6 +149,7 @@ def test_cli_shrink_save_writes_the_corpus_and_repro(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("TRACEDIFF_REGRESSIONS")  # --save writes where gate reads
     args = ["shrink", "--seed", "12", "--impl", "reference", "--impl", SKEWED.name, "--save"]
     args += ["--signature", "fields"]
     result = CliRunner().invoke(main, [*args, "--traces", "traces", "--json", "out.json"])
@@ -180,6 +181,7 @@ def test_cli_shrink_keeps_the_divergence_explanations_signature_by_default(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("TRACEDIFF_REGRESSIONS")  # --save writes where gate reads
     args = ["shrink", "--seed", "12", "--impl", "reference", "--impl", SKEWED.name, "--save"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output

@@ -64,6 +64,7 @@ class GateOptions:
     corpus_label: str = ""  # which corpus, for the summary (tracediff.project.DataSource)
     golden_dir: Path | None = None
     golden_label: str = ""  # which manifests, for the summary
+    shown: Callable[[Path], str] = str  # how a reproduce command names a file (project.relative)
     jobs: int = 1
     artifacts: str = "artifacts"
     timeout_s: float | None = None
@@ -134,7 +135,7 @@ def _run_gate(
             "regressions", REGRESSIONS_SUITE, labelled, options, "regressions", executor, on_result
         )
         reproduce = {
-            (s.profile, s.seed): f"tracediff run --scenario {shlex.quote(str(path))} "
+            (s.profile, s.seed): f"tracediff run --scenario {shlex.quote(options.shown(path))} "
             f"{_impl_args(options.impls)}"
             for s, path in zip(labelled, options.corpus, strict=True)
         }

@@ -133,7 +133,7 @@ class Project:
                 "regressions",
                 builtin,
                 True,
-                f"the built-in corpus (tracediff's own past findings; "
+                f"the built-in corpus {builtin} (tracediff's own past findings; "
                 f"{_shown(location.path, self.root)} has none)",
             )
         return DataSource(
@@ -162,7 +162,7 @@ class Project:
             "golden",
             builtin,
             True,
-            f"the built-in manifests (the reference's digests; "
+            f"the built-in manifests {builtin} (the reference's digests; "
             f"{_shown(location.path, self.root)} has none)",
         )
 

@@ -16,8 +16,8 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -244,6 +244,40 @@ def check_output_file(path: str | None, flag: str) -> None:
         from tracediff.atomic import check_target
 
         check_target(path, flag)
+
+
+STDOUT = "-"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_to_option(what: str) -> Callable[[F], F]:
+    """``--json [FILE]`` for commands whose JSON is their whole answer: to FILE, or to
+    standard output when FILE is ``-`` or left out (the one convention: ``--json FILE``)."""
+    option: Callable[[F], F] = click.option(
+        "--json",
+        "json_path",
+        is_flag=False,
+        flag_value=STDOUT,
+        default=None,
+        metavar="[FILE]",
+        help=f"{what} as JSON, written to FILE (standard output when FILE is - or omitted).",
+    )
+    return option
+
+
+def emit_json(path: str, text: str) -> None:
+    """Write a JSON answer where ``--json`` said (``-``: standard output)."""
+    if path == STDOUT:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    from tracediff.atomic import write_text_atomic
+
+    write_text_atomic(path, text if text.endswith("\n") else text + "\n")
+
+
+def check_json_target(path: str | None) -> None:
+    if path is not None and path != STDOUT:
+        check_output_file(path, "--json")
 
 
 def check_output_dir(path: str | None, flag: str) -> None:

@@ -237,17 +237,32 @@ def _render(
 
 
 class _Live:
-    """A progress line on stderr (a terminal only): scenarios, rate, findings, signatures."""
+    """Progress on stderr: on a terminal a live line (scenarios, rate, findings,
+    signatures); in a log the periodic heartbeat line."""
 
     def __init__(self, show: bool, total: int) -> None:
         self._show = show
         self._total = total
         self._progress: Any = None
+        self._beat: Any = None
 
     def __enter__(self) -> Any:
         console = _console(stderr=True)
-        if not self._show or not console.is_terminal:
+        if not self._show:
             return None
+        if not console.is_terminal:
+            # A log: the periodic progress line (done of total, rate, ETA) instead of a bar.
+            from tracediff.cli.heartbeat import Counter, heartbeat
+
+            counter = Counter("campaign", total=self._total)
+            self._beat = heartbeat(counter)
+            self._beat.__enter__()
+
+            def on_counted(totals: Any, _row: Any) -> None:
+                counter.done = totals.scenarios
+                counter.findings = totals.findings
+
+            return on_counted
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self._progress = Progress(
@@ -275,3 +290,5 @@ class _Live:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+        if self._beat is not None:
+            self._beat.__exit__(None, None, None)

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -39,6 +42,7 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport, ScenarioOutcome
 from tracediff.errors import UsageError
+from tracediff.impls import ImplSpec
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 ACTIONS_ENV = "GITHUB_ACTIONS"
@@ -192,6 +196,7 @@ def gate(
         corpus_label=corpus.label,
         golden_dir=golden_source.path,
         golden_label=golden_source.label,
+        shown=settings.project().relative,
         jobs=job_count,
         artifacts=artifacts_dir,
         timeout_s=timeout_s,
@@ -231,7 +236,8 @@ def gate(
         from tracediff.report.terminal import report_renderable
 
         if os.environ.get(ACTIONS_ENV) == "true":
-            for line in github_annotations(report):
+            files = _annotation_files(options, specs, settings.project())
+            for line in github_annotations(report, files):
                 click.echo(line)
         _console().print(report_renderable(report))
         if nothing:
@@ -251,18 +257,91 @@ def _escape(text: str, *, prop: bool = False) -> str:
     return text
 
 
-def github_annotations(report: DiffReport) -> list[str]:
-    """One ``::error`` workflow command per finding (GitHub Actions shows them on the run)."""
+@dataclass(frozen=True)
+class AnnotationFiles:
+    """Which file each kind of finding is anchored to in GitHub's annotations, relative to
+    the project's root (None: no file of the project to point at)."""
+
+    regressions: dict[tuple[str, int], str]  # (labelled profile, seed) -> corpus file
+    manifest: str | None  # the golden manifest of the profile
+    implementation: str | None  # the source of the implementation under test
+
+
+def _annotation_files(options: Any, specs: Sequence[ImplSpec], project: Any) -> AnnotationFiles:
+    from tracediff.golden import manifest_path
+    from tracediff.regressions import REGRESSION_PREFIX, load_scenario
+
+    def inside(path: Path | None) -> str | None:
+        if path is None:
+            return None
+        shown = project.relative(path)
+        return None if os.path.isabs(shown) else shown
+
+    regressions = {}
+    for path in options.corpus:
+        scenario = load_scenario(path)
+        found = inside(path)
+        if found is not None:
+            regressions[(f"{REGRESSION_PREFIX}{scenario.profile}", scenario.seed)] = found
+    manifest = None
+    if options.golden_dir is not None:
+        manifest = inside(manifest_path(options.golden_dir, options.profile))
+    return AnnotationFiles(regressions, manifest, inside(implementation_source(specs[-1])))
+
+
+def implementation_source(spec: ImplSpec) -> Path | None:
+    """The file that defines an implementation (its module, or an ``exec:`` program)."""
+    import importlib.util
+    import shlex as _shlex
+    import shutil
+
+    from tracediff.impls import EXEC_PREFIX
+
+    if spec.target.startswith(EXEC_PREFIX):
+        try:
+            argv = _shlex.split(spec.target[len(EXEC_PREFIX) :])
+        except ValueError:
+            return None
+        scripts = [a for a in argv[1:] if os.path.isfile(a)]
+        program = scripts[0] if scripts else (shutil.which(argv[0]) if argv else None)
+        return Path(program).resolve() if program else None
+    try:
+        found = importlib.util.find_spec(spec.target.partition(":")[0])
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin or not os.path.isfile(found.origin):
+        return None
+    return Path(found.origin).resolve()
+
+
+def github_annotations(report: DiffReport, files: AnnotationFiles | None = None) -> list[str]:
+    """One ``::error`` workflow command per finding (GitHub Actions shows them on the run),
+    anchored with ``file=`` to the regression file, the golden manifest or the
+    implementation's source, following GitHub's workflow-command syntax."""
     lines = []
     findings = report.findings
     for outcome in findings[:MAX_ANNOTATIONS]:
         title = f"tracediff {outcome.suite}: {outcome.label} {_kind(outcome)}"
         message = _annotation_text(outcome)
-        lines.append(f"::error title={_escape(title, prop=True)}::{_escape(message)}")
+        where = _annotation_file(outcome, files)
+        props = f"file={_escape(where, prop=True)}," if where else ""
+        lines.append(f"::error {props}title={_escape(title, prop=True)}::{_escape(message)}")
     if len(findings) > MAX_ANNOTATIONS:
         more = len(findings) - MAX_ANNOTATIONS
         lines.append(f"::error title=tracediff::{more} more findings in the reports")
     return lines
+
+
+def _annotation_file(outcome: ScenarioOutcome, files: AnnotationFiles | None) -> str | None:
+    from tracediff.gate import GOLDEN_SUITE, REGRESSIONS_SUITE
+
+    if files is None:
+        return None
+    if outcome.suite == REGRESSIONS_SUITE:
+        return files.regressions.get((outcome.profile, outcome.seed))
+    if outcome.suite == GOLDEN_SUITE:
+        return files.manifest
+    return files.implementation
 
 
 def _kind(outcome: ScenarioOutcome) -> str:

@@ -23,10 +23,13 @@ from tracediff.cli.app import (
     _executor_spec,
     _impl_specs,
     _jobs,
+    check_json_target,
     check_output_file,
     check_seconds,
+    emit_json,
     equivalence_options,
     executor_option,
+    json_to_option,
     main,
 )
 from tracediff.errors import UsageError
@@ -170,11 +173,9 @@ def check_command(
     if source.path is None:
         raise UsageError(f"golden check: no golden manifests: {source.label}")
     console = _text_console()
-    err = _text_console(stderr=True)
     outcomes = []
     with open_executor(executor_spec, jobs=_jobs(jobs)) as executor:
         for spec in specs:
-            err.print(f"golden check: {spec.name} ({why}) against {source.label}", markup=False)
             with _bar(not no_progress, size, "golden check") as advance:
                 outcome = check(
                     profile_name,
@@ -203,6 +204,7 @@ def check_command(
         )
     failed = False
     for spec, outcome in outcomes:
+        console.print(f"golden check: {spec.name} ({why}) against {source.label}", markup=False)
         failed |= not _print_check(console, spec, outcome)
     sys.exit(EXIT_FINDING if failed else EXIT_OK)
 
@@ -276,9 +278,6 @@ def update_command(
     chosen_impls, why = settings.candidates((impl,) if impl is not None else ())
     impl = chosen_impls[0]
     _impl_specs((impl,), False, ("reference",))  # fail fast on an unknown one
-    _text_console(stderr=True).print(
-        f"golden update: recording {impl} ({why}) into {golden_dir}", markup=False
-    )
     with (
         _bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
         open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
@@ -292,6 +291,7 @@ def update_command(
             executor=executor,
         )
     console = _text_console()
+    console.print(f"golden update: {impl} ({why}) into {golden_dir}", markup=False)
     if outcome.status == "failed":
         for failure in outcome.failures[:MAX_LISTED]:
             console.print(
@@ -372,17 +372,18 @@ def _seeds(seeds: tuple[int, ...]) -> str:
 @click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
 @golden_dir_option
 @artifacts_option
-@click.option("--json", "as_json", is_flag=True, help="The changes as JSON.")
+@json_to_option("The changes")
 def review_command(
-    profile_name: str | None, golden_dir: str | None, artifacts: str | None, as_json: bool
+    profile_name: str | None, golden_dir: str | None, artifacts: str | None, json_path: str | None
 ) -> None:
     """Show what the pending golden files change: seeds added, removed, digests changed."""
+    check_json_target(json_path)
     golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import review
 
     changes = review(profile_name, golden_dir=golden_dir, artifacts=artifacts)
-    if as_json:
-        sys.stdout.write(json.dumps([c.to_dict() for c in changes], indent=1) + "\n")
+    if json_path is not None:
+        emit_json(json_path, json.dumps([c.to_dict() for c in changes], indent=1))
         return
     console = _text_console()
     if not changes:

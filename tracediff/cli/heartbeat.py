@@ -2,7 +2,8 @@
 
 On a terminal the commands draw a live progress bar; in a CI log (stderr not a terminal)
 that bar is off, and a run of several minutes would otherwise print nothing until its end.
-There, a background thread writes ``run: 40 of 108 scenarios, 2 findings, 31 s`` to stderr
+There, a background thread writes ``run: 40 of 108 scenarios, 2 findings, 1.3/s, 31 s, ETA
+52 s`` (done of total, rate, elapsed, estimated time left) to stderr
 every :data:`INTERVAL_S` seconds ($TRACEDIFF_PROGRESS_INTERVAL overrides it).
 """
 
@@ -29,15 +30,27 @@ class Counter:
     done: int = 0
     findings: int = 0
     noun: str = "scenario"
+    counts_findings: bool = True  # False: a phase whose items are findings already
     started: float = field(default_factory=time.monotonic)
 
     def line(self) -> str:
+        """``run: 40 of 108 scenarios, 2 findings, 1.3/s, 31 s, ETA 52 s``."""
         elapsed = time.monotonic() - self.started
         if self.total is None:
-            return f"{self.label}: still running, {elapsed:.0f} s"
+            return f"{self.label}: still running, {self.done} done, {elapsed:.0f} s"
         nouns = self.noun if self.total == 1 else f"{self.noun}s"
-        found = f", {self.findings} finding{'' if self.findings == 1 else 's'}"
-        return f"{self.label}: {self.done} of {self.total} {nouns}{found}, {elapsed:.0f} s"
+        found = ""
+        if self.counts_findings:
+            found = f", {self.findings} finding{'' if self.findings == 1 else 's'}"
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        if self.done and rate > 0:
+            eta = f"ETA {max(0.0, (self.total - self.done) / rate):.0f} s"
+        else:
+            eta = "ETA unknown"
+        return (
+            f"{self.label}: {self.done} of {self.total} {nouns}{found}, {rate:.1f}/s, "
+            f"{elapsed:.0f} s, {eta}"
+        )
 
 
 def _interval() -> float:

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import json
 
-import click
 from rich.table import Table
 
-from tracediff.cli.app import _console, main
+from tracediff.cli.app import _console, check_json_target, emit_json, json_to_option, main
 
 
 @main.command("impls")
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def impls_command(as_json: bool) -> None:
+@json_to_option("The list")
+def impls_command(json_path: str | None) -> None:
     """List built-in implementations, those installed as entry points (group
     tracediff.implementations), and how to name an external exec: one."""
     from tracediff.impls import listing
 
+    check_json_target(json_path)
     rows = listing()
-    if as_json:
+    if json_path is not None:
         data = [{"name": r.name, "kind": r.kind, "target": r.target, "note": r.note} for r in rows]
-        click.echo(json.dumps(data, indent=2))
+        emit_json(json_path, json.dumps(data, indent=2))
         return
     table = Table(title="implementations (--impl NAME)", header_style="bold")
     for column in ("name", "kind", "target", "note"):

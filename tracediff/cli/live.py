@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from tracediff.cli.app import EXIT_FINDING, _console, check_output_file, main
+from tracediff.cli.app import (
+    EXIT_FINDING,
+    _console,
+    check_json_target,
+    check_output_file,
+    emit_json,
+    json_to_option,
+    main,
+)
 from tracediff.errors import UsageError
 from tracediff.impls import parse_impl
 
@@ -84,7 +92,7 @@ from tracediff.impls import parse_impl
     "same bytes; exit 1 if any differs.",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_to_option("The summary")
 def live(
     device: str,
     requests: int,
@@ -100,7 +108,7 @@ def live(
     graphs: bool,
     check_greedy: bool,
     no_progress: bool,
-    as_json: bool,
+    json_path: str | None,
 ) -> None:
     """Serve a workload on a real model in torch, recording a trace that replay checks.
 
@@ -109,7 +117,7 @@ def live(
     drafts, one batched verification forward, greedy acceptance with the bonus token. The
     trace holds the measured durations and the real acceptance; 'tracediff replay TRACE
     --impl optimized' re-drives another implementation from it. Needs the live extra:
-    pip install 'tracediff[live]'.
+    pip install 'tracediff-harness[live]'.
     """
     from tracediff.live import require_torch
 
@@ -123,6 +131,7 @@ def live(
 
     path = output or f"live-{seed}.trace"
     check_output_file(path, "-o/--output")
+    check_json_target(json_path)
     spec = parse_impl(impl)
     options = LiveOptions(
         workload=WorkloadOptions(
@@ -137,8 +146,10 @@ def live(
         confidence=confidence,
         check_greedy=check_greedy,
     )
-    result = _with_progress(options, spec, path, requests, show=not no_progress and not as_json)
-    if as_json:
+    result = _with_progress(
+        options, spec, path, requests, show=not no_progress and json_path is None
+    )
+    if json_path is not None:
         data: dict[str, Any] = {
             "format": "tracediff-live",
             "version": 1,
@@ -153,7 +164,7 @@ def live(
                 "different": result.greedy.different,
                 "margin": result.greedy.margin,
             }
-        click.echo(json.dumps(data, indent=2))
+        emit_json(json_path, json.dumps(data, indent=2))
     else:
         from tracediff.report.live import live_table
 

@@ -9,7 +9,16 @@ from typing import Any
 import click
 from rich.console import Console
 
-from tracediff.cli.app import EXIT_FINDING, EXIT_OK, _console, _impl_specs, main
+from tracediff.cli.app import (
+    EXIT_FINDING,
+    EXIT_OK,
+    _console,
+    _impl_specs,
+    check_json_target,
+    emit_json,
+    json_to_option,
+    main,
+)
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
@@ -48,14 +57,14 @@ VALUE_WIDTH = 200
     help="Show the implementation's state: before plan --until, before a mismatching plan, "
     "or at the end.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result (and state) as JSON.")
+@json_to_option("The result (and state)")
 def replay(
     trace: str,
     impls: tuple[str, ...],
     check: bool,
     until: int | None,
     show_state: bool,
-    as_json: bool,
+    json_path: str | None,
 ) -> None:
     """Feed TRACE's recorded inputs to an implementation and compare its decisions.
 
@@ -69,12 +78,13 @@ def replay(
 
     if until is not None and until < 1:
         raise UsageError(f"--until must be a plan number (1 or more), got {until}")
+    check_json_target(json_path)
     if len(impls) > 2:
         raise UsageError(f"--impl takes one implementation, or two to compare; got {len(impls)}")
     if len(impls) == 2:
         if not show_state:
             raise UsageError("two --impl compare states: add --state (and --until N)")
-        _replay_pair(trace, impls, check, until, as_json)
+        _replay_pair(trace, impls, check, until, json_path)
         return
     impl = impls[0] if impls else "reference"
     (spec,) = _impl_specs((impl,), check, ("reference",))
@@ -85,8 +95,8 @@ def replay(
             f"{trace} has no plan {until} (it has {plural(result.plans, 'plan')}); "
             "pass a smaller --until"
         )
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=1) + "\n")
+    if json_path is not None:
+        emit_json(json_path, json.dumps(result.to_dict(), indent=1))
         sys.exit(EXIT_OK if result.ok else EXIT_FINDING)
     console = _text_console()
     if result.status == MATCH:
@@ -143,7 +153,7 @@ def replay(
 
 
 def _replay_pair(
-    trace: str, impls: tuple[str, ...], check: bool, until: int | None, as_json: bool
+    trace: str, impls: tuple[str, ...], check: bool, until: int | None, json_path: str | None
 ) -> None:
     """Both implementations replayed to the same point; their states side by side."""
     from tracediff.compare.state import state_difference
@@ -162,7 +172,7 @@ def _replay_pair(
     difference = None
     if states[0] is not None and states[1] is not None:
         difference = state_difference(states[0], states[1])
-    if as_json:
+    if json_path is not None:
         data = {
             "format": "tracediff-replay-states",
             "version": 1,
@@ -173,7 +183,7 @@ def _replay_pair(
             if difference is None
             else {"field": difference[0], "a": difference[1], "b": difference[2]},
         }
-        sys.stdout.write(json.dumps(data, indent=1) + "\n")
+        emit_json(json_path, json.dumps(data, indent=1))
         sys.exit(EXIT_OK if difference is None else EXIT_FINDING)
     console = _text_console()
     for spec, result in zip(specs, results, strict=True):

@@ -43,6 +43,7 @@ from tracediff.cli.app import (
     exit_interrupted,
     main,
 )
+from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
 from tracediff.impls import CHECKED
 from tracediff.report.describe import plural
@@ -126,13 +127,15 @@ from tracediff.runner import (
     help="Also write the summary as JSON to this file.",
 )
 @click.option(
-    "--explain",
+    "--context",
     "explain_k",
     type=int,
-    default=5,
-    show_default=True,
-    help="Explain findings with K records of context (0: off).",
+    default=None,
+    metavar="K",
+    help="Explain findings with K records of context before each divergence (0: do not "
+    "explain).  [default: 5]",
 )
+@click.option("--explain", "explain_old", type=int, default=None, hidden=True)
 @click.option(
     "--regressions",
     "regressions_dir",
@@ -179,7 +182,8 @@ def run(
     resume_dir: str | None,
     fresh: bool,
     json_path: str | None,
-    explain_k: int,
+    explain_k: int | None,
+    explain_old: int | None,
     regressions_dir: str | None,
     scenario_files: tuple[str, ...],
     no_regressions: bool,
@@ -199,7 +203,15 @@ def run(
     timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
     compare_as = _equivalence(equivalence, ulps)
-    check_context(explain_k, "--explain")
+    if explain_k is not None and explain_old is not None:
+        raise UsageError("give --context once (--explain is its old name)")
+    if explain_old is not None:
+        explain_k, flag = explain_old, "--explain"
+    else:
+        flag = "--context"
+    if explain_k is None:
+        explain_k = DEFAULT_CONTEXT
+    check_context(explain_k, flag)
     specs = _impl_specs(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
@@ -298,20 +310,31 @@ def _run_explain_check(
     _console().print(summary_renderable(summary))
     explained: list[Any] = []
     if not summary.ok and not summary.interrupted and explain_k > 0:
+        from tracediff.cli.heartbeat import Counter, heartbeat
         from tracediff.compare.explain import explain_results
         from tracediff.compare.model import DiffReport
         from tracediff.report.terminal import report_renderable
 
-        outcomes = explain_results(
-            scenarios,
-            summary.results,
-            options.impls,
-            suite=scenarios[0].profile,
-            context=explain_k,
-            executor=executor,
-            timeout_s=options.timeout_s,
-            deadline_s=options.kill_after_s,
+        findings = sum(r.status != IDENTICAL for r in summary.results)
+        explaining = Counter(
+            "run: explaining", total=findings, noun="finding", counts_findings=False
         )
+        with heartbeat(explaining, enabled=show):
+
+            def explained_one() -> None:
+                explaining.done += 1
+
+            outcomes = explain_results(
+                scenarios,
+                summary.results,
+                options.impls,
+                suite=scenarios[0].profile,
+                context=explain_k,
+                executor=executor,
+                timeout_s=options.timeout_s,
+                deadline_s=options.kill_after_s,
+                on_explained=explained_one,
+            )
         report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
         explained = list(report.divergences)
         _console().print(report_renderable(report))

@@ -244,9 +244,10 @@ def shrink(
             artifacts=settings.artifacts(artifacts, None),
             note=note,
         )
-        console.print(f"saved {saved}", markup=False)
+        shown = settings.project().relative(saved)
+        console.print(f"saved {shown}", markup=False)
         console.print(
-            f"repro: tracediff shrink --scenario {shlex.quote(str(saved))} {_impl_args(args)}",
+            f"repro: tracediff shrink --scenario {shlex.quote(shown)} {_impl_args(args)}",
             markup=False,
         )
     elif scenario_file is not None:
@@ -428,6 +429,7 @@ def fuzz(
     table = Table(title=f"fuzz: {plural(len(result.failures), 'failure')}", header_style="bold")
     for column in ("signature", "found (requests)", "shrunk (requests, plans)", "saved"):
         table.add_column(column)
+    saved_paths: list[str | None] = []
     for failure in result.failures:
         shrunk = failure.shrunk
         saved = ""
@@ -439,6 +441,7 @@ def fuzz(
                     artifacts=settings.artifacts(artifacts, None),
                 )
             )
+        saved_paths.append(saved or None)
         table.add_row(
             describe_signature(failure.signature),
             str(len(failure.found.requests)),
@@ -446,6 +449,7 @@ def fuzz(
             saved or "-",
         )
     console.print(table)
+    _explain_failures(console, result.failures, specs, saved_paths, artifacts)
     console.print(
         f"DIVERGED: {plural(len(result.failures), 'distinct failure')} in "
         f"{plural(result.examples, 'scenario')} "
@@ -453,3 +457,39 @@ def fuzz(
         style="bold red",
     )
     sys.exit(EXIT_FINDING)
+
+
+def _explain_failures(
+    console: Console,
+    failures: Any,
+    specs: Any,
+    saved: list[str | None],
+    artifacts: str | None,
+) -> None:
+    """Each failure's explanation and the command that reproduces it, saved or not: an
+    unsaved shrunk scenario is kept under the artifacts directory so the command works."""
+    import json as _json
+
+    import tracediff
+    from tracediff.atomic import write_text_atomic
+    from tracediff.filenames import component
+
+    names = tuple(spec.arg for spec in specs)
+    keep = settings.artifacts(artifacts)
+    for failure, path in zip(failures, saved, strict=True):
+        scenario = failure.shrunk.shrunk
+        if path is None:
+            folder = f"{keep}/fuzz"
+            import os
+
+            os.makedirs(folder, exist_ok=True)
+            path = f"{folder}/{component(scenario.profile, scenario.seed)}.json"
+            write_text_atomic(path, _json.dumps(scenario.to_dict(), indent=1) + "\n")
+        shown = settings.project().relative(path)
+        compared = tracediff.compare_implementations(scenario, names, jobs=2)
+        for comparison in compared.findings:
+            console.print(f"{comparison.label}: {comparison.explanation}", markup=False)
+        console.print(
+            f"reproduce: tracediff run --scenario {shlex.quote(shown)} {_impl_args(names)}",
+            markup=False,
+        )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import traceback
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -539,10 +539,12 @@ def explain_many(
     executor: Executor | None = None,
     timeout_s: float | None = None,
     deadline_s: float | None = None,
+    on_explained: Callable[[], None] | None = None,
 ) -> list[Divergence]:
     """:func:`explain` each finding on ``executor`` (else on worker processes when ``jobs``
     > 1, else here); in input order. ``timeout_s`` limits each re-run (as the run's limit
-    did), ``deadline_s`` is when its worker is killed.
+    did), ``deadline_s`` is when its worker is killed; ``on_explained`` is called as each
+    one finishes (progress).
 
     A finding that cannot be explained (a re-run that fails, times out or kills its worker,
     a bug in tracediff) still gets a divergence, with a note saying why. With ``condense``,
@@ -559,7 +561,12 @@ def explain_many(
         chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work)))
     payloads = [(scenario, tuple(specs), result, context, timeout_s) for scenario, result in work]
     try:
-        outcomes = chosen.map(_explain_task, payloads, deadline_s=deadline_s)
+        outcomes = chosen.map(
+            _explain_task,
+            payloads,
+            deadline_s=deadline_s,
+            on_outcome=None if on_explained is None else (lambda _outcome: on_explained()),
+        )
     finally:
         if executor is None:
             chosen.close()
@@ -617,6 +624,7 @@ def explain_results(
     executor: Executor | None = None,
     timeout_s: float | None = None,
     deadline_s: float | None = None,
+    on_explained: Callable[[], None] | None = None,
 ) -> list[ScenarioOutcome]:
     """A run's results as report outcomes, each finding explained (condensed, see
     :func:`explain_many`, which takes the other arguments). ``results`` are the runner's,
@@ -635,6 +643,7 @@ def explain_results(
         executor=executor,
         timeout_s=timeout_s,
         deadline_s=deadline_s,
+        on_explained=on_explained,
     )
     divergences = iter(found)
     return [

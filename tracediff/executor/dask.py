@@ -38,7 +38,7 @@ from typing import Any
 from tracediff.errors import TracediffError, UsageError
 from tracediff.executor.base import ATTEMPTS, DIED, FAILED, Executor, Guard, Outcome, Task
 
-EXTRA = "pip install 'tracediff[dask]'"
+EXTRA = "pip install 'tracediff-harness[dask]'"
 IN_FLIGHT_PER_WORKER = 4  # chunks queued per worker: keeps workers busy, memory bounded
 # Tasks per Dask task: a scheduler round trip costs 1 to 25 ms (a quiet machine to a loaded
 # one), as much as a small scenario; a chunk pays it once. A chunk is retried item by item.

@@ -19,7 +19,7 @@ from types import ModuleType
 
 from tracediff.errors import LiveUnavailable
 
-EXTRA = "pip install 'tracediff[live]'"
+EXTRA = "pip install 'tracediff-harness[live]'"
 
 
 def require_torch() -> ModuleType:
