@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	# the distribution was called "tracediff" before; an old install of it would register the
 	# pytest plugin twice
 	$(BIN)/python -m pip uninstall --quiet --yes tracediff 2>/dev/null || true
+	rm -rf tracediff.egg-info
 	$(BIN)/python -m pip install --quiet -e '.[dev,dask,live]'
 	touch $(STAMP)
 

@@ -301,3 +301,20 @@ def test_html_timeline_renders_in_headless_chromium(report: DiffReport, tmp_path
     subprocess.run([*common, f"--screenshot={shot}", url], capture_output=True, timeout=90, env=env)
     assert shot.is_file() and shot.stat().st_size > 2000
     assert _png_is_not_blank(shot.read_bytes())
+
+
+def test_at_80_columns_no_field_name_is_cut() -> None:
+    """With a long implementation name squeezing the columns, the signatures table wraps
+    the signature's field path and the state field where the implementations first
+    disagreed at a narrow terminal, never cuts them."""
+    stale = "tests.impls.stale_advance:StaleAdvanceScheduler"
+    report = DiffReport(
+        title="tracediff run", impls=("reference", stale), outcomes=(_outcome(stale, 37),)
+    )
+    text = _render(report_renderable(report, explained=5), width=80)
+    table = text.split("╭", 1)[0]  # the signatures table, before the first panel
+    assert "…" not in table, table
+    rows = [line.split("│")[1:-1] for line in table.splitlines() if line.startswith("│")]
+    columns = ["".join(cells[k].strip() for cells in rows) for k in range(len(rows[0]))]
+    assert "plan:round.lanes[*].prefix" in columns, table
+    assert "requests[*].pending_advance" in columns, table

@@ -208,6 +208,25 @@ WORKFLOWS: dict[str, tuple[str, list[Step]]] = {
             Step(pytest_cmd("pyproject.toml::quick::40", *PLUGIN), 0, says=("1 passed",)),
         ],
     ),
+    "the plugin's scenarios spread over pytest-xdist workers": (
+        BUGGY,
+        [Step(pytest_cmd("-n", "2", *PLUGIN), 1, says=("1 failed, 1 passed",))],
+    ),
+    "the plugin collects the project's saved regressions": (
+        BUGGY,
+        [
+            Step(
+                td("shrink", "--seed", str(BUGGY_SEED), "--save", "--timeout", "60"),
+                1,
+            ),
+            Step(
+                pytest_cmd("--co", *PLUGIN),
+                0,
+                says=("pyproject.toml::regressions::quick-37", "3 tests collected"),
+            ),
+            Step(pytest_cmd("-k", "regressions", *PLUGIN), 1, says=("1 failed, 2 deselected",)),
+        ],
+    ),
     "the plugin's --lf reruns only the failed scenario": (
         BUGGY,
         [
@@ -310,3 +329,31 @@ def test_junit_of_a_gate_with_skipped_steps_validates(tmp_path: Path) -> None:
     xmlschema.XMLSchema(str(Path(__file__).parent / "data" / "junit.xsd")).validate(
         str(project / "j.xml")
     )
+
+
+def test_a_built_in_corpus_file_is_named_builtin_never_by_its_installed_path() -> None:
+    from tracediff.gate import GateOptions
+    from tracediff.regressions import corpus_files, load_scenario
+    from tracediff.resources import builtin_dir
+
+    builtin = builtin_dir("regressions")
+    assert builtin is not None
+    first = corpus_files(builtin)[0]
+    options = GateOptions(profile="quick", scenarios=(), impls=())
+    assert options.scenario_arg(first) == f"builtin:{first.name}"
+    assert load_scenario(f"builtin:{first.name}") == load_scenario(first)
+    done = subprocess.run(
+        [TRACEDIFF, "run", "--scenario", f"builtin:{first.name}", "-j", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    bad = subprocess.run(
+        [TRACEDIFF, "run", "--scenario", "builtin:../pyproject.toml"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and "no such scenario in the built-in corpus" in bad.stderr

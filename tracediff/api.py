@@ -115,14 +115,15 @@ def regression_scenarios(
 
 def compare_implementations(
     what: str | Profile | Scenario | Iterable[Scenario],
-    impls: Sequence[str] = DEFAULT_IMPLS,
+    impls: Sequence[str] | None = None,
     *,
     seeds: str | Iterable[int] | None = None,
     timeout: float | None = None,
     context: int = DEFAULT_CONTEXT,
     jobs: int = 1,
 ) -> ComparisonResult:
-    """Drive ``impls`` (built-in names or ``package.module:attr``; the first is the baseline)
+    """Drive ``impls`` (built-in names or ``package.module:attr``; the first is the baseline;
+    default: the project's ``[tool.tracediff] impls``, else reference and optimized)
     through scenarios in lockstep and explain every difference.
 
     ``what`` is a profile (name, .toml path or :class:`Profile`, with ``seeds`` optionally
@@ -142,6 +143,10 @@ def compare_implementations(
         chosen = scenarios_of(what, seeds)
     else:
         chosen = list(what)
+    if impls is None:
+        from tracediff.project import resolve
+
+        impls = resolve().impls  # the project's configured implementations, as the CLI's
     specs = tuple(parse_impl(name) for name in impls)
     if len(specs) < 2:
         raise ValueError("compare_implementations needs at least two implementations")

@@ -65,6 +65,14 @@ class GateOptions:
     golden_dir: Path | None = None
     golden_label: str = ""  # which manifests, for the summary
     shown: Callable[[Path], str] = str  # how a reproduce command names a file (project.relative)
+
+    def scenario_arg(self, path: Path) -> str:
+        """How ``run --scenario`` names a corpus file: ``builtin:NAME`` for the built-in
+        corpus (never an installed package's path), else relative to the project's root."""
+        from tracediff.regressions import builtin_name
+
+        return builtin_name(path) or self.shown(path)
+
     jobs: int = 1
     artifacts: str = "artifacts"
     timeout_s: float | None = None
@@ -135,8 +143,8 @@ def _run_gate(
             "regressions", REGRESSIONS_SUITE, labelled, options, "regressions", executor, on_result
         )
         reproduce = {
-            (s.profile, s.seed): f"tracediff run --scenario {shlex.quote(options.shown(path))} "
-            f"{_impl_args(options.impls)}"
+            (s.profile, s.seed): "tracediff run --scenario "
+            f"{shlex.quote(options.scenario_arg(path))} {_impl_args(options.impls)}"
             for s, path in zip(labelled, options.corpus, strict=True)
         }
         found = [

@@ -41,8 +41,34 @@ def load_corpus(directory: str | Path, *, missing_ok: bool = False) -> list[Scen
     return [load_scenario(path) for path in corpus_files(root)]
 
 
+BUILTIN_PREFIX = "builtin:"  # names a file of the built-in corpus, wherever it is installed
+
+
+def builtin_name(path: str | Path) -> str | None:
+    """``builtin:NAME`` when ``path`` is a file of the built-in corpus (how a reproduce
+    command names it, never by its site-packages path), else None."""
+    from tracediff.resources import builtin_dir
+
+    builtin = builtin_dir("regressions")
+    if builtin is not None and Path(path).resolve().parent == builtin.resolve():
+        return f"{BUILTIN_PREFIX}{Path(path).name}"
+    return None
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """One scenario file of the corpus."""
+    """One scenario file of the corpus (``builtin:NAME``: one of the built-in corpus)."""
+    text_path = str(path)
+    if text_path.startswith(BUILTIN_PREFIX):
+        from tracediff.resources import builtin_dir
+
+        builtin = builtin_dir("regressions")
+        name = text_path[len(BUILTIN_PREFIX) :]
+        if builtin is None or name != component(name) or not (builtin / name).is_file():
+            raise UsageError(
+                f"{text_path}: no such scenario in the built-in corpus; "
+                "see tracediff's scenarios/regressions"
+            )
+        path = builtin / name
     name = str(path)
     try:
         size = Path(path).stat().st_size

@@ -228,10 +228,12 @@ def _render(
             for row in store.rows(findings_only=True)
             if row.outcome is not None
         )
-    _console().print(campaign_renderable(totals, impls, wall, remaining=remaining, stopped=stopped))
     report = DiffReport(title=f"tracediff campaign {directory}", impls=impls, outcomes=outcomes)
     if outcomes:
+        # The findings first: the report's own verdict counts only the findings it holds,
+        # so the campaign's summary of every scenario comes last and is the last line.
         _console().print(report_renderable(report))
+    _console().print(campaign_renderable(totals, impls, wall, remaining=remaining, stopped=stopped))
     write_text_atomic(str(Path(directory) / REPORT_NAME), json_report.dumps(report))
     return report
 

@@ -94,9 +94,15 @@ def _golden_dir(given: str | None) -> str:
 artifacts_option = click.option(
     "--artifacts",
     default=None,
-    help="Artifacts directory: pending files in CI, traces of mismatches "
-    "(default $TRACEDIFF_ARTIFACTS or ./artifacts).",
+    help="Artifacts directory: pending files in CI, traces of mismatches (default: "
+    "$TRACEDIFF_ARTIFACTS, the configured directory, else artifacts/ at the project's root).",
 )
+
+
+def _artifacts(given: str | None) -> str:
+    from tracediff.cli import settings
+
+    return settings.artifacts(given)
 
 
 @main.group()
@@ -182,7 +188,7 @@ def check_command(
                     spec,
                     golden_dir=str(source.path),
                     timeout_s=settings.timeout(timeout_s),
-                    artifacts=settings.artifacts(artifacts, None),
+                    artifacts=settings.artifacts(artifacts),
                     on_result=advance,
                     seeds=chosen,
                     executor=executor,
@@ -286,7 +292,7 @@ def update_command(
             profile_name,
             golden_dir=golden_dir,
             impl=impl,
-            artifacts=artifacts,
+            artifacts=_artifacts(artifacts),
             on_result=advance,
             executor=executor,
         )
@@ -381,7 +387,7 @@ def review_command(
     golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import review
 
-    changes = review(profile_name, golden_dir=golden_dir, artifacts=artifacts)
+    changes = review(profile_name, golden_dir=golden_dir, artifacts=_artifacts(artifacts))
     if json_path is not None:
         emit_json(json_path, json.dumps([c.to_dict() for c in changes], indent=1))
         return
@@ -421,7 +427,7 @@ def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: 
     golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import reject
 
-    for resolution in reject(profile_name, golden_dir=golden_dir, artifacts=artifacts):
+    for resolution in reject(profile_name, golden_dir=golden_dir, artifacts=_artifacts(artifacts)):
         _text_console().print(
             f"rejected golden {resolution.profile}: {len(resolution.removed)} pending files "
             "removed",

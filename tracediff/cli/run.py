@@ -84,7 +84,8 @@ from tracediff.runner import (
     "--artifacts",
     type=click.Path(file_okay=False),
     default=None,
-    help="Keep the traces of diverging scenarios in this directory.",
+    help="Keep the traces of diverging scenarios in this directory (default: "
+    "$TRACEDIFF_ARTIFACTS or the configured artifacts directory; else none are kept).",
 )
 @click.option(
     "--timeout",
@@ -152,8 +153,8 @@ from tracediff.runner import (
     multiple=True,
     metavar="FILE",
     type=click.Path(dir_okay=False),
-    help="Run this scenario .json file (e.g. one of the regression corpus) instead of a seed "
-    "set; repeat for more.",
+    help="Run this scenario .json file (e.g. one of the regression corpus; builtin:NAME is "
+    "one of the built-in corpus) instead of a seed set; repeat for more.",
 )
 @click.option("--no-regressions", is_flag=True, help="Do not replay the regression corpus.")
 @click.option(

@@ -205,12 +205,14 @@ _KIND_STYLE = {
 def _changes_table(d: Divergence) -> Table:
     a, b = (describe.short_name(name) for name in d.impls)
     table = Table(title=f"fields that differ ({d.total_changes})", title_justify="left")
-    table.add_column("field")
+    shown = describe.changes_headline_first(d)[:MAX_CHANGES_SHOWN]
+    # The field name is what a reader looks for: at a narrow width it wraps, never is cut.
+    table.add_column("field", overflow="fold")
     table.add_column(f"A: {a}", overflow="fold")
     table.add_column(f"B: {b}", overflow="fold")
     table.add_column("ULPs", justify="right")
     table.add_column("rel. error", justify="right")
-    for change in describe.changes_headline_first(d)[:MAX_CHANGES_SHOWN]:
+    for change in shown:
         shown_a, shown_b = describe.short_pair(change.a, change.b)
         table.add_row(
             change.location,
@@ -281,12 +283,12 @@ def _round_cell(mark: RoundMark | None) -> str:
 def groups_renderable(groups: Sequence[SignatureGroup]) -> Table:
     table = Table(title=f"signatures ({len(groups)})", header_style="bold", title_justify="left")
     table.add_column("kind")
-    table.add_column("signature (field path)")
+    table.add_column("signature (field path)", overflow="fold")
     table.add_column("count", justify="right")
     table.add_column("smallest scenario")
     causes = any(group.causes for group in groups)
     if causes:
-        table.add_column("state first differs in")
+        table.add_column("state first differs in", overflow="fold")
     for group in groups:
         small = group.smallest
         cells: list[RenderableType] = [
