@@ -18,6 +18,7 @@ from rich.console import Console
 
 from tests.impls.kinds import AT, RAISE_AT
 from tracediff.cli import main
+from tracediff.compare import json_report
 from tracediff.compare.explain import explain, raised_in
 from tracediff.compare.fields import CHOICE_FIELDS, record_changes
 from tracediff.compare.model import (
@@ -34,7 +35,7 @@ from tracediff.compare.model import (
 from tracediff.compare.signature import group_signatures
 from tracediff.compare.state import first_state_difference, state_difference
 from tracediff.impls import load, parse_impl
-from tracediff.report import describe, html, json_report
+from tracediff.report import describe, html
 from tracediff.report.terminal import DivergenceView, groups_renderable
 from tracediff.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
 from tracediff.runner import ERROR as RUN_ERROR

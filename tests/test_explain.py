@@ -463,9 +463,9 @@ def test_explain_many_in_worker_processes_matches_in_process() -> None:
 def test_a_bug_in_one_column_is_named_by_that_column_and_reports_hold_no_bytes() -> None:
     # Built-ins record typed columns (bytes per column); the explanation reads them as rows,
     # so each change names its row and column, and the report serialises values, not bytes.
+    from tracediff.compare import json_report
     from tracediff.compare.explain import outcome
     from tracediff.compare.model import DiffReport
-    from tracediff.report import json_report
 
     result, d = _explained("tests.impls.kinds:DominatorScheduler", 0)
     assert result.status == DIVERGED

@@ -19,11 +19,12 @@ from junitparser import Error, Failure, JUnitXml
 from rich.console import Console
 
 from tracediff.cli import main
+from tracediff.compare import json_report
 from tracediff.compare.explain import explain, outcome
 from tracediff.compare.model import DiffReport, ScenarioOutcome, StepOutcome
 from tracediff.errors import TraceFormatError
 from tracediff.impls import parse_impl
-from tracediff.report import html, json_report, junit, markdown
+from tracediff.report import html, junit, markdown
 from tracediff.report.terminal import DivergenceView, report_renderable
 from tracediff.runner import IDENTICAL, run_scenario, write_trace
 from tracediff.scenario.generator import generate

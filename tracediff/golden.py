@@ -60,6 +60,12 @@ from tracediff.executor import (
 )
 from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec, load, parse_impl
+from tracediff.project import ENVIRONMENT
+
+# CI detection lives with the project's settings; golden and shrink both ask it where a CI
+# run's output goes.
+from tracediff.project import artifacts_dir as artifacts_dir
+from tracediff.project import in_ci as in_ci
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, TraceReader, encode, first_difference
@@ -67,8 +73,7 @@ from tracediff.trace import BodyDigest, TraceReader, encode, first_difference
 FORMAT = "tracediff-golden"
 VERSION = 1
 DEFAULT_DIR = "golden"
-DEFAULT_ARTIFACTS = "artifacts"
-ARTIFACTS_ENV = "TRACEDIFF_ARTIFACTS"
+ARTIFACTS_ENV = ENVIRONMENT["artifacts"]
 PENDING = ".new"
 TRACES_PER_PROFILE = 6
 TRACE_MAX_BYTES = 160_000  # only small scenarios keep a full trace (the whole set ~2 MB)
@@ -83,14 +88,6 @@ ExplainFn = Callable[[Scenario, Any, Sequence[ImplSpec]], str]
 
 
 # -- environment ------------------------------------------------------------------------------
-def in_ci() -> bool:
-    """Whether CI=true (or 1/yes) is set: then nothing under golden/ may be written."""
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def artifacts_dir(explicit: str | None = None) -> Path:
-    """Where CI output goes: ``explicit``, else $TRACEDIFF_ARTIFACTS, else ./artifacts."""
-    return Path(explicit or os.environ.get(ARTIFACTS_ENV) or DEFAULT_ARTIFACTS)
 
 
 # -- the manifest -----------------------------------------------------------------------------

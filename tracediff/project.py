@@ -171,6 +171,17 @@ class Project:
         return _shown(Path(path), self.root)
 
 
+def in_ci() -> bool:
+    """Whether CI=true (or 1/yes) is set: then nothing under golden/ or the corpus may be
+    written in place; pending files go to the artifacts directory instead."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def artifacts_dir(explicit: str | None = None) -> Path:
+    """Where CI output goes: ``explicit``, else $TRACEDIFF_ARTIFACTS, else ./artifacts."""
+    return Path(explicit or os.environ.get(ENVIRONMENT["artifacts"]) or DEFAULT_DIRS["artifacts"])
+
+
 def resolve(start: Path | None = None) -> Project:
     """The project in effect from ``start`` (default: the current directory)."""
     config = load_config(start)

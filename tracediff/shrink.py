@@ -890,7 +890,7 @@ REGRESSIONS_DIR = "scenarios/regressions"
 
 def regression_dir(regressions: str | None = None, artifacts: str | None = None) -> Path:
     """Where ``--save`` writes: the corpus, or ``<artifacts>/regressions`` when CI=true."""
-    from tracediff.golden import artifacts_dir, in_ci
+    from tracediff.project import artifacts_dir, in_ci
 
     if in_ci():
         return artifacts_dir(artifacts) / "regressions"

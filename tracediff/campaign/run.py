@@ -178,8 +178,8 @@ def _row(
 ) -> Row:
     from tracediff.compare.explain import explain, unexplained
     from tracediff.compare.explain import outcome as as_outcome
+    from tracediff.compare.json_report import outcome_to_dict
     from tracediff.compare.signature import slim
-    from tracediff.report.json_report import outcome_to_dict
 
     divergence: Divergence | None = None
     if outcome.kind == DONE:

@@ -151,7 +151,7 @@ def report_command(directory: str, json_path: str | None) -> None:
     report = _render(directory, impls, 0.0, 0, None)
     if json_path:
         from tracediff.atomic import write_text_atomic
-        from tracediff.report import json_report
+        from tracediff.compare import json_report
 
         write_text_atomic(json_path, json_report.dumps(report))
     sys.exit(EXIT_FINDING if findings else EXIT_OK)
@@ -216,8 +216,8 @@ def _render(
     """Print the summary and the explained findings; write DIR/report.json; the report."""
     from tracediff.atomic import write_text_atomic
     from tracediff.campaign.store import CampaignStore
+    from tracediff.compare import json_report
     from tracediff.compare.model import DiffReport
-    from tracediff.report import json_report
     from tracediff.report.campaign import campaign_renderable
     from tracediff.report.terminal import report_renderable
 

@@ -371,7 +371,8 @@ def _write_reports(
     artifacts: str,
 ) -> None:
     from tracediff.atomic import write_text_atomic
-    from tracediff.report import html, json_report, junit, markdown
+    from tracediff.compare import json_report
+    from tracediff.report import html, junit, markdown
 
     if junit_path:
         write_text_atomic(junit_path, junit.render(report))

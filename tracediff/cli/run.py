@@ -274,7 +274,7 @@ def run(
         )
     if json_path:
         from tracediff.atomic import write_text_atomic
-        from tracediff.report.json_report import finding_to_dict, groups_to_list
+        from tracediff.compare.json_report import finding_to_dict, groups_to_list
 
         data = summary_to_dict(summary)
         # Per finding, its explanation (kind, signature, first differing record and plan,

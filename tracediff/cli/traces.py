@@ -119,7 +119,7 @@ def diff(
     if load_path is not None:
         if a is not None or b is not None:
             raise UsageError("give either two trace files or --load REPORT.json, not both")
-        from tracediff.report.json_report import load as load_report
+        from tracediff.compare.json_report import load as load_report
 
         report = load_report(load_path)
     else:
@@ -146,7 +146,7 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
         )
         text = buffer.getvalue()
     elif fmt == "json":
-        from tracediff.report.json_report import dumps
+        from tracediff.compare.json_report import dumps
 
         text = dumps(report)
     else:

@@ -14,13 +14,14 @@ from typing import Any
 from tracediff.scenario import rng
 from tracediff.scenario.model import (
     MAX_DRAFT,
+    RAGGED,
+    RECT,
     EngineTruth,
     RequestSpec,
     Scenario,
     SchedulerParams,
 )
 from tracediff.scenario.profiles import Profile
-from tracediff.sched.formulas import RAGGED, RECT
 
 
 def _between(seed: int, tag: str, low: float, high: float, *parts: int) -> float:

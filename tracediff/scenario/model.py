@@ -17,6 +17,10 @@ from tracediff.scenario.fields import FieldError, fields_of
 ALLOCATIONS = ("host", "device", "mixed")
 PROPOSERS = ("mtp", "copy")
 MAX_DRAFT = 7
+# The two kinds of verification round, as a scenario's eager graph shapes name them
+# ``(kind, b_pad, width-or-tokens)``; the scheduler's formulas use the same numbers.
+RECT = 0
+RAGGED = 1
 
 
 @dataclass(frozen=True)

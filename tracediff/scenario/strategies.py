@@ -30,12 +30,13 @@ from tracediff.scenario.model import (
     ALLOCATIONS,
     MAX_DRAFT,
     PROPOSERS,
+    RAGGED,
+    RECT,
     EngineTruth,
     RequestSpec,
     Scenario,
     SchedulerParams,
 )
-from tracediff.sched.formulas import RAGGED, RECT
 
 __all__ = ["engine_truths", "request_specs", "scenarios", "scheduler_params"]
 

@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from tracediff.scenario.model import MAX_DRAFT, SchedulerParams
 
-RECT = 0
-RAGGED = 1
+# The round kinds are defined with the scenario's graph shapes; re-exported for the rules.
+from tracediff.scenario.model import RAGGED as RAGGED
+from tracediff.scenario.model import RECT as RECT
+
 KIND_NAMES = ("rect", "ragged")
 
 

@@ -1,0 +1,269 @@
+"""The package's layering, read from its source (an ast scan; nothing is imported).
+
+Rules that hold today and must keep holding:
+
+* click only in ``tracediff/cli/`` (the pytest plugin and the core never parse options);
+* rich only in ``tracediff/cli/`` and ``tracediff/report/`` (the core never prints);
+* torch only in ``tracediff/live/`` (the live engine's optional extra);
+* ``compare/`` never imports ``report/`` (presenters read what comparison produced).
+
+Debts being paid down (the redesign's "one core" work): import cycles between modules and
+imports of another module's private (``_name``) names. Their counts may only go down; each
+bound below is today's count, lowered whenever a change removes some, so that no change
+adds a cycle or a private cross-module import unnoticed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tracediff"
+
+# Ratchets: today's counts (they may only go down).
+MAX_MODULES_IN_CYCLES = 0  # modules in a strongly connected component of the import graph
+MAX_PARTS_IN_CYCLES = 2  # the same between parts (a subpackage or top-level module is one)
+MAX_PRIVATE_IMPORTS = 44  # names taken by `from tracediff.x import _name` elsewhere
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # module name, e.g. tracediff.cli.run
+    imported: str  # module or package imported from
+    names: tuple[str, ...]  # names taken with `from X import a, b` (empty for `import X`)
+    lazy: bool  # inside a function (run when called), not at module level
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    module_level = {id(node) for node in tree.body}
+
+    def walk(node: ast.AST, lazy: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if _type_checking_only(child):
+                continue  # annotations only: not a dependency when the code runs
+            inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield Import(name, alias.name, (), lazy)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[: len(base) - child.level + 1]
+                    source = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    source = child.module or ""
+                yield Import(name, source, tuple(a.name for a in child.names), lazy)
+            yield from walk(child, inner)
+
+    del module_level
+    yield from walk(tree, False)
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _all_imports() -> list[Import]:
+    found: list[Import] = []
+    for name, path in _modules().items():
+        found.extend(_imports(name, path))
+    return found
+
+
+def _target(imported: str, names: tuple[str, ...], modules: dict[str, Path]) -> list[str]:
+    """The modules of the package an import depends on (a `from pkg import mod` names one)."""
+    targets = []
+    for name in names:
+        if f"{imported}.{name}" in modules:
+            targets.append(f"{imported}.{name}")
+    if imported in modules and (not names or len(targets) < len(names)):
+        targets.append(imported)
+    return targets
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for imp in _all_imports():
+        if imp.imported == "tracediff" and not imp.names:
+            continue
+        if imp.imported.startswith("tracediff"):
+            for target in _target(imp.imported, imp.names, modules):
+                if target != imp.importer:
+                    graph[imp.importer].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return components
+
+
+def _private_imports() -> list[Import]:
+    modules = _modules()
+    found = []
+    for imp in _all_imports():
+        if not imp.imported.startswith("tracediff") or imp.importer == imp.imported:
+            continue
+        private = [
+            n
+            for n in imp.names
+            if n.startswith("_") and not n.endswith("__") and f"{imp.imported}.{n}" not in modules
+        ]
+        if private:
+            found.append(Import(imp.importer, imp.imported, tuple(private), imp.lazy))
+    return found
+
+
+def _outside(prefixes: tuple[str, ...], library: str) -> list[str]:
+    return sorted(
+        f"{imp.importer} imports {imp.imported}"
+        for imp in _all_imports()
+        if (imp.imported == library or imp.imported.startswith(f"{library}."))
+        and not imp.importer.startswith(prefixes)
+    )
+
+
+def test_click_only_in_the_cli() -> None:
+    assert _outside(("tracediff.cli",), "click") == []
+
+
+def test_rich_only_in_the_cli_and_the_presenters() -> None:
+    assert _outside(("tracediff.cli", "tracediff.report"), "rich") == []
+
+
+def test_torch_only_in_the_live_engine() -> None:
+    assert _outside(("tracediff.live",), "torch") == []
+
+
+def test_comparison_never_imports_the_presenters() -> None:
+    wrong = [
+        f"{imp.importer} imports {imp.imported}"
+        for imp in _all_imports()
+        if imp.importer.startswith("tracediff.compare")
+        and imp.imported.startswith("tracediff.report")
+    ]
+    assert wrong == []
+
+
+def test_import_cycles_only_shrink() -> None:
+    cycles = _cycles(_graph())
+    members = sorted({m for c in cycles for m in c})
+    print(f"{len(cycles)} cycles over {len(members)} modules: {cycles}")
+    assert len(members) <= MAX_MODULES_IN_CYCLES, (
+        f"{len(members)} modules are in import cycles (at most {MAX_MODULES_IN_CYCLES}): "
+        f"{cycles}; break the new cycle (move the shared piece down a layer), or lower the "
+        "bound when a change removed some"
+    )
+
+
+def _parts(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between the package's parts: each subpackage (``tracediff.compare``) or
+    top-level module (``tracediff.runner``) as one node."""
+
+    def part(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    parts: dict[str, set[str]] = {}
+    for node, targets in graph.items():
+        edges = parts.setdefault(part(node), set())
+        edges.update(part(t) for t in targets if part(t) != part(node))
+    for targets in list(parts.values()):
+        for target in targets:
+            parts.setdefault(target, set())
+    return parts
+
+
+def test_cycles_between_parts_only_shrink() -> None:
+    cycles = _cycles(_parts(_graph()))
+    members = sorted({m for c in cycles for m in c})
+    print(f"{len(cycles)} cycles between parts, over {len(members)} parts: {cycles}")
+    assert len(members) <= MAX_PARTS_IN_CYCLES, (
+        f"{len(members)} parts (subpackages, top-level modules) are in import cycles (at most "
+        f"{MAX_PARTS_IN_CYCLES}): {cycles}; or lower the bound when a change removed some"
+    )
+
+
+def test_private_cross_module_imports_only_shrink() -> None:
+    private = _private_imports()
+    listed = sorted(f"{i.importer} <- {i.imported}.{','.join(i.names)}" for i in private)
+    names = sum(len(i.names) for i in private)
+    print(f"{names} private names in {len(private)} imports:\n" + "\n".join(listed))
+    assert names <= MAX_PRIVATE_IMPORTS, (
+        f"{names} imports of another module's private names (at most "
+        f"{MAX_PRIVATE_IMPORTS}): make the name public where it is shared, or keep it "
+        f"in its module:\n" + "\n".join(listed)
+    )
+
+
+def test_the_scan_sees_what_it_claims() -> None:
+    """The scanner itself: a known edge, a known private import, a cycle it can find."""
+    graph = _graph()
+    assert "tracediff.config" in graph["tracediff.project"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert any(i.importer.startswith("tracediff.cli") for i in _private_imports())
