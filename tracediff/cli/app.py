@@ -47,7 +47,7 @@ class _Console(Console):
         silence_stdout()
 
 
-def _console(stderr: bool = False) -> Console:
+def make_console(stderr: bool = False) -> Console:
     # No console markup: what is printed carries names and values from files (a profile
     # called "[/bold]" is just a name); styling is always given as styles, never as markup.
     console = _Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
@@ -184,7 +184,9 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 # -- shared option handling -------------------------------------------------------------------
-def _impl_specs(values: Sequence[str], check: bool, default: Sequence[str]) -> tuple[ImplSpec, ...]:
+def resolve_impls(
+    values: Sequence[str], check: bool, default: Sequence[str]
+) -> tuple[ImplSpec, ...]:
     """The ``--impl`` values as specs, loaded once to fail fast. Without any, a command that
     compares (a ``default`` of two or more) takes the project's configured ``impls``."""
     from tracediff.cli.settings import project
@@ -216,7 +218,7 @@ def equivalence_options(function: Any) -> Any:
     )(function)
 
 
-def _equivalence(mode: str, ulps: int | None) -> Any:
+def resolve_equivalence(mode: str, ulps: int | None) -> Any:
     from tracediff.compare.equivalence import DECISIONS, Equivalence
 
     if ulps is not None and mode != DECISIONS:
@@ -224,7 +226,7 @@ def _equivalence(mode: str, ulps: int | None) -> Any:
     return Equivalence(mode, ulps or 0)
 
 
-def _scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
+def resolve_scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
     from tracediff.cli.settings import profile as default_profile
     from tracediff.scenario.generator import generate
     from tracediff.scenario.profiles import load_profile, parse_seeds
@@ -309,7 +311,7 @@ def executor_option(function: Any) -> Any:
     )(function)
 
 
-def _executor_spec(text: str) -> Any:
+def resolve_executor(text: str) -> Any:
     """The parsed ``--executor`` value (exit 2 when malformed, or Dask is missing)."""
     from tracediff.executor import parse_executor
 
@@ -333,7 +335,7 @@ MAX_MEMORY_MB = 2**30  # 1 PiB of address space: the most RLIMIT_AS can be told 
 MAX_CONTEXT = 100_000  # records of context; more than any trace a person reads
 
 
-def _jobs(value: int | None) -> int:
+def resolve_jobs(value: int | None) -> int:
     from tracediff.cli.settings import jobs
     from tracediff.runner import default_jobs
 

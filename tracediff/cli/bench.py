@@ -6,7 +6,7 @@ import json
 
 import click
 
-from tracediff.cli.app import _console, _impl_specs, check_output_file, main
+from tracediff.cli.app import check_output_file, main, make_console, resolve_impls
 from tracediff.errors import UsageError
 from tracediff.impls import load
 from tracediff.scenario.profiles import parse_seeds
@@ -88,7 +88,7 @@ def bench(
     from tracediff.report.bench import bench_renderable
 
     check_output_file(json_path, "--json")
-    specs = _impl_specs(impls, False, ("reference", "optimized"))
+    specs = resolve_impls(impls, False, ("reference", "optimized"))
     factories = {spec.name: load(spec) for spec in specs}
     result = run_bench(
         factories,
@@ -96,7 +96,7 @@ def bench(
         allocations=allocations or ("device", "host"),
         repeats=repeats,
     )
-    _console().print(bench_renderable(result, cpu=cpu))
+    make_console().print(bench_renderable(result, cpu=cpu))
     if json_path:
         from tracediff.atomic import write_text_atomic
 
@@ -106,15 +106,15 @@ def bench(
 def _bench_harness(
     impls: tuple[str, ...], profile_name: str | None, seeds: str | None, json_path: str | None
 ) -> None:
-    from tracediff.cli.app import _scenarios
+    from tracediff.cli.app import resolve_scenarios
     from tracediff.harness_cost import measure_harness
     from tracediff.report.harness import harness_renderable
 
     check_output_file(json_path, "--json")
-    specs = _impl_specs(impls, False, ("reference", "optimized"))
+    specs = resolve_impls(impls, False, ("reference", "optimized"))
     factories = {spec.name: load(spec) for spec in specs}
-    scenarios = _scenarios(profile_name, seeds)
-    console = _console()
+    scenarios = resolve_scenarios(profile_name, seeds)
+    console = make_console()
     with console.status("") as status:
 
         def progress(done: int) -> None:

@@ -12,15 +12,15 @@ import click
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    _console,
-    _executor_spec,
-    _impl_specs,
-    _jobs,
     check_context,
     check_output_file,
     executor_option,
     exit_interrupted,
     main,
+    make_console,
+    resolve_executor,
+    resolve_impls,
+    resolve_jobs,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
@@ -97,10 +97,10 @@ def campaign(
         _coverage_campaign(
             profile_name, seeds, impls, check, jobs, out, timeout_s, executor_text, no_progress
         )
-    specs = _impl_specs(impls, check, ("reference", "optimized"))
+    specs = resolve_impls(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
-    spec = _executor_spec(executor_text)
+    spec = resolve_executor(executor_text)
     profile = load_profile(profile_name)
     chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
@@ -115,7 +115,7 @@ def campaign(
         max_failures=max_failures,
         context=context,
     )
-    with open_executor(spec, jobs=_jobs(jobs), memory_limit_mb=memory_limit_mb) as executor:
+    with open_executor(spec, jobs=resolve_jobs(jobs), memory_limit_mb=memory_limit_mb) as executor:
         with _Live(not no_progress, len(chosen)) as on_row:
             result = run_campaign(options, executor, on_row)
     _render(out, result.impls, result.wall_seconds, result.remaining, result.stopped)
@@ -173,16 +173,16 @@ def _coverage_campaign(
     from tracediff.executor import open_executor
     from tracediff.scenario.profiles import MAX_CAMPAIGN_SEEDS, load_profile, parse_seeds
 
-    (spec,) = _impl_specs(impls[:1], check, ("reference",))
+    (spec,) = resolve_impls(impls[:1], check, ("reference",))
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
-    executor_spec = _executor_spec(executor_text)
+    executor_spec = resolve_executor(executor_text)
     profile = load_profile(profile_name)
     chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     options = CoverageCampaignOptions(profile, chosen, spec.name, out, timeout_s)
-    with open_executor(executor_spec, jobs=_jobs(jobs)) as executor:
+    with open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor:
         result = run_coverage_campaign(options, executor)
     ok = _render_coverage(out, profile.name, spec.name, result.report.wall_seconds)
     if result.stopped in ("SIGINT", "SIGTERM"):
@@ -203,8 +203,8 @@ def _render_coverage(directory: str, profile: str, impl: str, wall: float) -> bo
     with open_store(directory) as store:
         report, workers = coverage_report(store, profile, impl)
     report = dataclasses.replace(report, wall_seconds=wall)
-    _console().print(coverage_renderable(report))
-    _console().print(workers_renderable(workers))
+    make_console().print(coverage_renderable(report))
+    make_console().print(workers_renderable(workers))
     for seed, why in report.failures[:20]:
         click.echo(f"tracediff: coverage: seed {seed} not measured: {why}", err=True)
     return report.ok
@@ -232,8 +232,10 @@ def _render(
     if outcomes:
         # The findings first: the report's own verdict counts only the findings it holds,
         # so the campaign's summary of every scenario comes last and is the last line.
-        _console().print(report_renderable(report))
-    _console().print(campaign_renderable(totals, impls, wall, remaining=remaining, stopped=stopped))
+        make_console().print(report_renderable(report))
+    make_console().print(
+        campaign_renderable(totals, impls, wall, remaining=remaining, stopped=stopped)
+    )
     write_text_atomic(str(Path(directory) / REPORT_NAME), json_report.dumps(report))
     return report
 
@@ -249,7 +251,7 @@ class _Live:
         self._beat: Any = None
 
     def __enter__(self) -> Any:
-        console = _console(stderr=True)
+        console = make_console(stderr=True)
         if not self._show:
             return None
         if not console.is_terminal:

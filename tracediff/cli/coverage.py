@@ -10,12 +10,12 @@ import click
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    _console,
-    _executor_spec,
-    _jobs,
     check_output_file,
     executor_option,
     main,
+    make_console,
+    resolve_executor,
+    resolve_jobs,
 )
 from tracediff.errors import UsageError
 
@@ -69,13 +69,13 @@ def coverage(
     check_output_file(json_path, "--json")
     from tracediff.executor import open_executor
 
-    spec = _executor_spec(executor_text)
+    spec = resolve_executor(executor_text)
     with (
         heartbeat(Counter("coverage"), enabled=not no_progress),
-        open_executor(spec, jobs=_jobs(jobs)) as executor,
+        open_executor(spec, jobs=resolve_jobs(jobs)) as executor,
     ):
         report = measure(profile, chosen, executor=executor)
-    _console().print(coverage_renderable(report))
+    make_console().print(coverage_renderable(report))
     for seed, why in report.failures[:20]:
         click.echo(f"tracediff: coverage: seed {seed} not measured: {why}", err=True)
     if json_path:

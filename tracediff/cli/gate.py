@@ -25,12 +25,6 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     EXIT_USAGE,
-    _console,
-    _equivalence,
-    _executor_spec,
-    _impl_specs,
-    _jobs,
-    _scenarios,
     check_context,
     check_output_file,
     check_seconds,
@@ -38,7 +32,13 @@ from tracediff.cli.app import (
     executor_option,
     exit_interrupted,
     main,
+    make_console,
     quiet_broken_pipe,
+    resolve_equivalence,
+    resolve_executor,
+    resolve_impls,
+    resolve_jobs,
+    resolve_scenarios,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport, ScenarioOutcome
 from tracediff.errors import UsageError
@@ -163,15 +163,15 @@ def gate(
     check_context(context)
     timeout_s = settings.timeout(timeout_s)
     check_seconds(timeout_s, "--timeout")
-    compare_as = _equivalence(equivalence, ulps)
+    compare_as = resolve_equivalence(equivalence, ulps)
     if golden_dir is not None and golden_alias is not None:
         raise UsageError("give --golden-dir once (--golden is its old name)")
     golden_given = golden_dir if golden_dir is not None else golden_alias
-    specs = _impl_specs(impls, check, settings.DEFAULT_IMPLS)
+    specs = resolve_impls(impls, check, settings.DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
-    job_count = _jobs(jobs)
-    executor_spec = _executor_spec(executor_text)
+    job_count = resolve_jobs(jobs)
+    executor_spec = resolve_executor(executor_text)
     for path, flag in (
         (junit_path, "--junit"),
         (markdown_path, "--markdown"),
@@ -185,7 +185,7 @@ def gate(
     corpus = settings.corpus(regressions_dir, [s.target for s in specs])
     golden_source = settings.golden_source(golden_given)
     profile = settings.profile(profile_name)
-    scenarios = _scenarios(profile, seeds)
+    scenarios = resolve_scenarios(profile, seeds)
     options = GateOptions(
         profile=scenarios[0].profile if scenarios else profile,
         scenarios=tuple(scenarios),
@@ -239,7 +239,7 @@ def gate(
             files = _annotation_files(options, specs, settings.project())
             for line in github_annotations(report, files):
                 click.echo(line)
-        _console().print(report_renderable(report))
+        make_console().print(report_renderable(report))
         if nothing:
             click.echo(
                 "gate: nothing to check: no regression scenarios and no profile scenarios "

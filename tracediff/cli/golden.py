@@ -18,11 +18,6 @@ from rich.text import Text
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    _console,
-    _equivalence,
-    _executor_spec,
-    _impl_specs,
-    _jobs,
     check_json_target,
     check_output_file,
     check_seconds,
@@ -31,6 +26,11 @@ from tracediff.cli.app import (
     executor_option,
     json_to_option,
     main,
+    make_console,
+    resolve_equivalence,
+    resolve_executor,
+    resolve_impls,
+    resolve_jobs,
 )
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
@@ -38,7 +38,7 @@ from tracediff.report.describe import plural
 
 def _text_console(stderr: bool = False) -> Console:
     """The CLI's console with long lines kept whole (commands to copy, paths)."""
-    console = _console(stderr=stderr)
+    console = make_console(stderr=stderr)
     console.soft_wrap = True
     return console
 
@@ -166,21 +166,21 @@ def check_command(
     from tracediff.golden import MISSING, check
     from tracediff.scenario.profiles import parse_seeds
 
-    compare_as = _equivalence(equivalence, ulps)
+    compare_as = resolve_equivalence(equivalence, ulps)
     check_seconds(timeout_s, "--timeout")
     check_output_file(json_path, "--json")
     chosen_impls, why = settings.candidates(impls)
-    specs = _impl_specs(chosen_impls, check_mode, ("reference",))
+    specs = resolve_impls(chosen_impls, check_mode, ("reference",))
     profile_name = settings.profile(profile_name)
     chosen = parse_seeds(seeds) if seeds is not None else None
     size = len(chosen) if chosen is not None else _profile_size(profile_name)
-    executor_spec = _executor_spec(executor_text)
+    executor_spec = resolve_executor(executor_text)
     source = settings.golden_source(golden_dir)
     if source.path is None:
         raise UsageError(f"golden check: no golden manifests: {source.label}")
     console = _text_console()
     outcomes = []
-    with open_executor(executor_spec, jobs=_jobs(jobs)) as executor:
+    with open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor:
         for spec in specs:
             with _bar(not no_progress, size, "golden check") as advance:
                 outcome = check(
@@ -280,13 +280,13 @@ def update_command(
 
     profile_name = settings.profile(profile_name)
     golden_dir = _golden_dir(golden_dir)
-    executor_spec = _executor_spec(executor_text)
+    executor_spec = resolve_executor(executor_text)
     chosen_impls, why = settings.candidates((impl,) if impl is not None else ())
     impl = chosen_impls[0]
-    _impl_specs((impl,), False, ("reference",))  # fail fast on an unknown one
+    resolve_impls((impl,), False, ("reference",))  # fail fast on an unknown one
     with (
         _bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
-        open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
+        open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor,
     ):
         outcome = update(
             profile_name,
@@ -474,18 +474,18 @@ def selfcheck(
     implementations. Exit 0 when every implementation is deterministic and never failed,
     1 otherwise (nondeterminism, or an error or timeout finding).
     """
-    from tracediff.cli.app import _scenarios
+    from tracediff.cli.app import resolve_scenarios
     from tracediff.executor import open_executor
     from tracediff.selfcheck import self_check
 
     check_seconds(timeout_s, "--timeout")
     check_output_file(json_path, "--json")
-    specs = _impl_specs(impls, check, ("reference", "optimized"))
-    executor_spec = _executor_spec(executor_text)
-    scenarios = _scenarios(profile_name, seeds)
+    specs = resolve_impls(impls, check, ("reference", "optimized"))
+    executor_spec = resolve_executor(executor_text)
+    scenarios = resolve_scenarios(profile_name, seeds)
     with (
         _bar(not no_progress, len(scenarios) * len(specs), "self-check") as advance,
-        open_executor(executor_spec, jobs=_jobs(jobs)) as executor,
+        open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor,
     ):
         summary = self_check(
             scenarios, specs, timeout_s=timeout_s, on_result=advance, executor=executor

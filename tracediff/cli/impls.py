@@ -6,7 +6,7 @@ import json
 
 from rich.table import Table
 
-from tracediff.cli.app import _console, check_json_target, emit_json, json_to_option, main
+from tracediff.cli.app import check_json_target, emit_json, json_to_option, main, make_console
 
 
 @main.command("impls")
@@ -28,4 +28,4 @@ def impls_command(json_path: str | None) -> None:
     for row in rows:
         table.add_row(row.name, row.kind, row.target, row.note)
     table.caption = "also: --impl package.module:attr, importable from PYTHONPATH"
-    _console().print(table)
+    make_console().print(table)

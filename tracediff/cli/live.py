@@ -10,12 +10,12 @@ import click
 
 from tracediff.cli.app import (
     EXIT_FINDING,
-    _console,
     check_json_target,
     check_output_file,
     emit_json,
     json_to_option,
     main,
+    make_console,
 )
 from tracediff.errors import UsageError
 from tracediff.impls import parse_impl
@@ -172,7 +172,7 @@ def live(
             f"live: {requests} requests, {spec.name}, {allocation} allocation, "
             f"{'mixed graphs' if ragged else 'rect'}, queue {queue_depth}"
         )
-        console = _console()
+        console = make_console()
         console.print(live_table(result.summary, title=title, settings=result.settings, trace=path))
         if result.greedy is not None:
             greedy = result.greedy
@@ -191,7 +191,7 @@ def _with_progress(options: Any, spec: Any, path: str, requests: int, *, show: b
 
     from tracediff.live.session import run_live
 
-    console = _console(stderr=True)
+    console = make_console(stderr=True)
     if not show or not console.is_terminal:
         return run_live(options, spec, path)
     progress = Progress(

@@ -12,12 +12,12 @@ from rich.console import Console
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    _console,
-    _impl_specs,
     check_json_target,
     emit_json,
     json_to_option,
     main,
+    make_console,
+    resolve_impls,
 )
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
@@ -25,7 +25,7 @@ from tracediff.report.describe import plural
 
 def _text_console(stderr: bool = False) -> Console:
     """The CLI's console with long lines kept whole (commands to copy, paths)."""
-    console = _console(stderr=stderr)
+    console = make_console(stderr=stderr)
     console.soft_wrap = True
     return console
 
@@ -87,7 +87,7 @@ def replay(
         _replay_pair(trace, impls, check, until, json_path)
         return
     impl = impls[0] if impls else "reference"
-    (spec,) = _impl_specs((impl,), check, ("reference",))
+    (spec,) = resolve_impls((impl,), check, ("reference",))
     want_state = show_state or until is not None
     result = run_replay(trace, spec, until=until, want_state=want_state)
     if result.status == MATCH and until is not None and not result.stopped:
@@ -162,7 +162,7 @@ def _replay_pair(
     from tracediff.report.describe import short, state_field_words
     from tracediff.report.state import state_pair_table
 
-    specs = _impl_specs(impls, check, ("reference",))
+    specs = resolve_impls(impls, check, ("reference",))
     results = [run_replay(trace, spec, until=until, want_state=True) for spec in specs]
     if until is not None and all(r.status == MATCH and not r.stopped for r in results):
         raise UsageError(

@@ -27,12 +27,6 @@ from rich.progress import (
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    _console,
-    _equivalence,
-    _executor_spec,
-    _impl_specs,
-    _jobs,
-    _scenarios,
     check_context,
     check_memory,
     check_output_dir,
@@ -42,6 +36,12 @@ from tracediff.cli.app import (
     executor_option,
     exit_interrupted,
     main,
+    make_console,
+    resolve_equivalence,
+    resolve_executor,
+    resolve_impls,
+    resolve_jobs,
+    resolve_scenarios,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
@@ -203,7 +203,7 @@ def run(
 
     timeout_s = settings.timeout(timeout_s)
     check_flags(impls, check, timeout_s, memory_limit_mb)
-    compare_as = _equivalence(equivalence, ulps)
+    compare_as = resolve_equivalence(equivalence, ulps)
     if explain_k is not None and explain_old is not None:
         raise UsageError("give --context once (--explain is its old name)")
     if explain_old is not None:
@@ -213,11 +213,11 @@ def run(
     if explain_k is None:
         explain_k = DEFAULT_CONTEXT
     check_context(explain_k, flag)
-    specs = _impl_specs(impls, check, ("reference", "optimized"))
+    specs = resolve_impls(impls, check, ("reference", "optimized"))
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
-    job_count = _jobs(jobs)
-    executor_spec = _executor_spec(executor_text)
+    job_count = resolve_jobs(jobs)
+    executor_spec = resolve_executor(executor_text)
     if json_path and resume_dir:
         from tracediff.journal import journal_path
 
@@ -243,7 +243,7 @@ def run(
             raise UsageError("--scenario runs the given files only; drop --profile/--seeds")
         scenarios = [load_scenario(path) for path in scenario_files]
     else:
-        scenarios = _scenarios(profile_name, seeds)
+        scenarios = resolve_scenarios(profile_name, seeds)
     corpus_dir = None
     if not no_regressions and not scenario_files:
         corpus_dir = settings.corpus(regressions_dir, [s.target for s in specs]).path
@@ -308,7 +308,7 @@ def _run_explain_check(
         click.echo(f"tracediff: note: {note}", err=True)
     from tracediff.report.terminal import summary_renderable
 
-    _console().print(summary_renderable(summary))
+    make_console().print(summary_renderable(summary))
     explained: list[Any] = []
     if not summary.ok and not summary.interrupted and explain_k > 0:
         from tracediff.cli.heartbeat import Counter, heartbeat
@@ -338,7 +338,7 @@ def _run_explain_check(
             )
         report = DiffReport(title="tracediff run", impls=summary.impls, outcomes=tuple(outcomes))
         explained = list(report.divergences)
-        _console().print(report_renderable(report))
+        make_console().print(report_renderable(report))
     checked = None
     if self_check_flag and not summary.interrupted:
         from tracediff.cli.golden import selfcheck_renderable
@@ -347,7 +347,7 @@ def _run_explain_check(
         checked = self_check(
             scenarios, options.impls, timeout_s=options.timeout_s, executor=executor
         )
-        _console().print(selfcheck_renderable(checked))
+        make_console().print(selfcheck_renderable(checked))
     return summary, checked, explained
 
 
@@ -380,7 +380,7 @@ def _signal_name(summary: RunSummary) -> str:
 def _run_with_progress(
     scenarios: list[Any], options: RunOptions, *, show: bool, executor: Any = None
 ) -> RunSummary:
-    console = _console(stderr=True)
+    console = make_console(stderr=True)
     if not show or not console.is_terminal:
         from tracediff.cli.heartbeat import Counter, heartbeat
 

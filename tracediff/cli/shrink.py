@@ -18,11 +18,11 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     SEED,
-    _console,
-    _impl_specs,
     check_output_file,
     check_seconds,
     main,
+    make_console,
+    resolve_impls,
 )
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
@@ -30,7 +30,7 @@ from tracediff.report.describe import plural
 
 def _text_console(stderr: bool = False) -> Console:
     """The CLI's console with long lines kept whole (commands to copy, paths)."""
-    console = _console(stderr=stderr)
+    console = make_console(stderr=stderr)
     console.soft_wrap = True
     return console
 
@@ -161,7 +161,7 @@ def shrink(
     Exit 1 when the scenario fails (the shrunk repro is the finding), 0 when the
     implementations agree on it (nothing to shrink), 2 on bad input.
     """
-    from tracediff.cli.app import _scenarios
+    from tracediff.cli.app import resolve_scenarios
     from tracediff.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
     from tracediff.shrink import shrink as run_shrink
 
@@ -178,8 +178,8 @@ def shrink(
         if not impls:
             _refuse_code_named_by_data(scenario_file, saved_impls)
     else:
-        (scenario,) = _scenarios(profile_name, str(seed))
-    specs = _impl_specs(impls, check, saved_impls or DEFAULT_IMPLS)
+        (scenario,) = resolve_scenarios(profile_name, str(seed))
+    specs = resolve_impls(impls, check, saved_impls or DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")
     with _progress_line(not no_progress, f"shrinking {scenario.profile}:{scenario.seed}") as show:
@@ -393,7 +393,7 @@ def fuzz(
     if max_requests > MAX_REQUESTS:
         raise UsageError(f"--max-requests must be at most {MAX_REQUESTS}, got {max_requests}")
     check_seconds(timeout_s, "--timeout-s")
-    specs = _impl_specs(impls, check, DEFAULT_IMPLS)
+    specs = resolve_impls(impls, check, DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")
     with _progress_line(not no_progress, "fuzzing") as show:

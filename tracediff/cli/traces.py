@@ -12,11 +12,11 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     SEED,
-    _console,
-    _scenarios,
     check_context,
     check_output_file,
     main,
+    make_console,
+    resolve_scenarios,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport
 from tracediff.errors import SchedulerFault, TracediffError, UsageError
@@ -51,7 +51,7 @@ def record(profile_name: str | None, seed: int, impl: str, check: bool, output: 
     """Record one scenario through one implementation into a trace file."""
     from tracediff.runner import write_trace
 
-    (scenario,) = _scenarios(profile_name, str(seed))
+    (scenario,) = resolve_scenarios(profile_name, str(seed))
     spec = parse_impl(impl, check=check)
     check_output_file(output, "-o/--output")
     try:
@@ -135,7 +135,7 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
     from tracediff.report.terminal import diff_renderable
 
     if fmt == "text" and output is None:
-        _console().print(diff_renderable(report))
+        make_console().print(diff_renderable(report))
         return
     if fmt == "text":
         from rich.console import Console
@@ -203,4 +203,4 @@ def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
         raise UsageError(f"{trace} has no plan {plan_number}")
     from tracediff.report.show import trace_summary_renderable
 
-    _console().print(trace_summary_renderable(trace, reader))
+    make_console().print(trace_summary_renderable(trace, reader))
