@@ -133,7 +133,7 @@ def test_ctrl_c_before_the_run_starts_is_exit_130(monkeypatch: pytest.MonkeyPatc
     def interrupted(*_args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "_scenarios", interrupted)
+    monkeypatch.setattr(run_module, "resolve_scenarios", interrupted)
     result = invoke(["run", "--seeds", "0", *PAIR])
     assert result.exit_code == 130
     assert result.stderr == "tracediff: error: interrupted\n"

@@ -357,3 +357,13 @@ def test_a_built_in_corpus_file_is_named_builtin_never_by_its_installed_path() -
         timeout=300,
     )
     assert bad.returncode == 2 and "no such scenario in the built-in corpus" in bad.stderr
+
+
+def test_a_campaigns_last_line_is_its_summary(tmp_path: Path) -> None:
+    """With findings, the explained findings come first; the last line is the campaign's
+    verdict over every scenario it ran (not the findings report's count of its findings)."""
+    project = _project(tmp_path, BUGGY)
+    done = _run(project, td("campaign", "--seeds", "36..38", "-j", "1", "--out", "c1"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("FINDINGS: 1 of 3 scenarios"), done.stdout

@@ -26,7 +26,14 @@ from tracediff.scenario.profiles import Profile, load_profile, parse_seeds
 if TYPE_CHECKING:
     from tracediff.project import Project
 
-IDENTICAL, DIVERGED, ERROR, TIMEOUT = "identical", "diverged", "error", "timeout"
+from tracediff.outcomes import Status  # noqa: E402 - the one status vocabulary
+
+IDENTICAL, DIVERGED, ERROR, TIMEOUT = (
+    Status.IDENTICAL,
+    Status.DIVERGED,
+    Status.ERROR,
+    Status.TIMEOUT,
+)
 DEFAULT_IMPLS = ("reference", "optimized")
 MAX_FIELDS = 10
 

@@ -53,11 +53,17 @@ from tracediff.errors import SchedulerFault
 from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
 from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec, load
+from tracediff.outcomes import Status
 from tracediff.scenario.model import RequestSpec, Scenario
 from tracediff.sched.record import rows_view
 from tracediff.trace import BodyDigest, TraceWriter, encode
 
-IDENTICAL, DIVERGED, ERROR, TIMEOUT = "identical", "diverged", "error", "timeout"
+IDENTICAL, DIVERGED, ERROR, TIMEOUT = (
+    Status.IDENTICAL,
+    Status.DIVERGED,
+    Status.ERROR,
+    Status.TIMEOUT,
+)
 WORKER_DIED = "worker died twice"  # in the message of a scenario that killed two workers
 LEFT_RUNNING = "left processes running"  # in the message of one that leaked processes
 

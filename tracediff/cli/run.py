@@ -246,7 +246,8 @@ def run(
         scenarios = resolve_scenarios(profile_name, seeds)
     corpus_dir = None
     if not no_regressions and not scenario_files:
-        corpus_dir = settings.corpus(regressions_dir, [s.target for s in specs]).path
+        source = settings.corpus(regressions_dir, [s.target for s in specs])
+        corpus_dir = source.path
     if corpus_dir is not None:
         from tracediff.regressions import REGRESSION_PREFIX, load_corpus
 
@@ -256,6 +257,11 @@ def run(
             dataclasses.replace(s, profile=f"{REGRESSION_PREFIX}{s.profile}") for s in corpus
         ]
         scenarios = labelled + scenarios
+        if labelled:  # say which corpus is replayed (gate says so even when it is empty)
+            click.echo(
+                f"run: regressions: {plural(len(labelled), 'scenario')} first, from {source.label}",
+                err=True,
+            )
     options = RunOptions(
         impls=specs,
         jobs=job_count,

@@ -11,22 +11,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# The kinds of divergence, from the most to the least fundamental.
-STRUCTURE = "structure"  # a record missing or extra, or different record types at one index
-DECISION = "decision"  # a different choice: the round (or probe, refresh) chosen differs
-BOOKKEEPING = "bookkeeping"  # the same choice; another recorded int/str/flag/list differs
-TYPE = "type"  # equal values of another type (0 vs 0.0, 1 vs True), everything else equal
-VALUE = "value"  # the same decisions; a float is wrong by far more than rounding
-ROUNDING = "rounding"  # the same decisions; floats moved by a few ULPs (summation order)
-ERROR = "error"  # an implementation raised (or broke the driver contract)
-TIMEOUT = "timeout"  # an implementation hung past the scenario's time limit
+from tracediff.outcomes import Kind, Status, Step
+
+# The kinds of divergence, from the most to the least fundamental (tracediff.outcomes.Kind
+# describes each).
+STRUCTURE, DECISION, BOOKKEEPING, TYPE = Kind.STRUCTURE, Kind.DECISION, Kind.BOOKKEEPING, Kind.TYPE
+VALUE, ROUNDING, ERROR, TIMEOUT = Kind.VALUE, Kind.ROUNDING, Kind.ERROR, Kind.TIMEOUT
 KINDS = (STRUCTURE, DECISION, BOOKKEEPING, TYPE, VALUE, ROUNDING, ERROR, TIMEOUT)
 # A float change is *rounding* while its relative error stays within this (about 4,500 ULPs
 # of a double): summation order or grouping, not a wrong formula or a stale input.
 ROUNDING_REL_ERROR = 1e-12
 
 # Scenario outcomes (the runner's statuses).
-IDENTICAL, DIVERGED = "identical", "diverged"
+IDENTICAL, DIVERGED = Status.IDENTICAL, Status.DIVERGED
 
 DEFAULT_CONTEXT = 5  # records before a divergence shown side by side
 
@@ -282,7 +279,7 @@ class ScenarioOutcome:
 
 
 # Gate steps: each step of ``tracediff gate`` and how it went.
-PASSED, FAILED, NOT_CONFIGURED, EMPTY = "passed", "failed", "not configured", "empty"
+PASSED, FAILED, NOT_CONFIGURED, EMPTY = Step.PASSED, Step.FAILED, Step.NOT_CONFIGURED, Step.EMPTY
 
 
 @dataclass(frozen=True)

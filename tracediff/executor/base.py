@@ -35,10 +35,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.outcomes import TaskEnd
+
 Task = Callable[[Any, Any, Callable[[float], None]], Any]
 Guard = Callable[[], AbstractContextManager[Any]]
 
-DONE, KILLED, DIED, FAILED = "done", "killed", "died", "failed"
+DONE, KILLED, DIED, FAILED = TaskEnd.DONE, TaskEnd.KILLED, TaskEnd.DIED, TaskEnd.FAILED
 PROGRESS_SLOTS = 2
 ATTEMPTS = 2  # a task is given to at most this many workers that die under it
 

@@ -26,7 +26,7 @@ from tracediff.compare.model import (
     StateDiff,
 )
 
-KIND_MEANING = {
+KIND_MEANING: dict[str, str] = {
     DECISION: "a different round or probe chosen",
     BOOKKEEPING: "the same choice; a recorded field differs",
     TYPE: "equal values of another type",

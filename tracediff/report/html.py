@@ -74,7 +74,7 @@ def render(report: DiffReport) -> str:
     if report.steps:
         body.append("<h2>Gate</h2><table><tr><th>step</th><th>result</th><th>detail</th></tr>")
         for step in report.steps:
-            css = {PASSED: "ok", FAILED: "bad"}.get(step.status, "warn")
+            css = _STEP_CSS.get(step.status, "warn")
             body.append(
                 f'<tr><td>{_e(step.name)}</td><td class="{css}">{_e(step.status)}</td>'
                 f"<td>{_e(step.detail)}</td></tr>"
@@ -237,3 +237,6 @@ def _record_cell(
         return summary
     full = _e(json.dumps(record, indent=1, ensure_ascii=False))
     return f'<details><summary class="mono">{summary}</summary><pre>{full}</pre></details>'
+
+
+_STEP_CSS: dict[str, str] = {PASSED: "ok", FAILED: "bad"}

@@ -10,14 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tracediff.compare.model import (
-    BOOKKEEPING,
-    DECISION,
     FAILED,
     PASSED,
-    ROUNDING,
-    STRUCTURE,
-    TYPE,
-    VALUE,
     DiffReport,
     Divergence,
     RoundMark,
@@ -25,6 +19,7 @@ from tracediff.compare.model import (
     StepOutcome,
 )
 from tracediff.compare.signature import group_signatures
+from tracediff.outcomes import Kind
 from tracediff.report import describe
 from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, RunSummary, ScenarioResult
 
@@ -190,16 +185,8 @@ class DivergenceView:
         yield Panel(Group(*parts), title=title, title_align="left")
 
 
-_KIND_STYLE = {
-    DECISION: "bold red",
-    BOOKKEEPING: "bold red",
-    TYPE: "bold yellow",
-    VALUE: "bold yellow",
-    ROUNDING: "yellow",
-    STRUCTURE: "bold magenta",
-    ERROR: "bold red",
-    TIMEOUT: "bold red",
-}
+_KIND_STYLE: dict[str, str] = {kind: kind.style for kind in Kind}  # found by the kind's word
+_STEP_STYLE: dict[str, str] = {PASSED: "green", FAILED: "bold red"}
 
 
 def _changes_table(d: Divergence) -> Table:
@@ -310,7 +297,7 @@ def steps_renderable(steps: Sequence[StepOutcome]) -> Table:
     table.add_column("result")
     table.add_column("detail")
     for step in steps:
-        style = {PASSED: "green", FAILED: "bold red"}.get(step.status, "yellow")
+        style = _STEP_STYLE.get(step.status, "yellow")
         table.add_row(step.name, Text(step.status, style=style), step.detail)
     return table
 

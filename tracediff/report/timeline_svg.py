@@ -179,7 +179,7 @@ def _marker(d: Divergence, plans: list[int], step: float, height: int) -> list[s
     x = LEFT + position * step + max((step - step * 0.78) / 4, 1.0)
     if d.kind in (ERROR, TIMEOUT) and d.record_type != "plan":
         x += step * 0.89
-    words = {ERROR: "raised", TIMEOUT: "hung"}.get(d.kind, "first divergence")
+    words = _END_WORDS.get(d.kind, "first divergence")
     label = f"{words} · plan {d.plan} · {d.kind}"
     anchor = "end" if x > WIDTH * 0.7 else "start"
     dx = -4 if anchor == "end" else 4
@@ -190,3 +190,6 @@ def _marker(d: Divergence, plans: list[int], step: float, height: int) -> list[s
         f'<text x="{x + dx:.1f}" y="{TOP - 18}" text-anchor="{anchor}" font-size="12" '
         f'font-family="sans-serif" font-weight="bold" fill="#d62728">{escape(label)}</text></g>'
     ]
+
+
+_END_WORDS: dict[str, str] = {ERROR: "raised", TIMEOUT: "hung"}
