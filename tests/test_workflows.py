@@ -55,8 +55,14 @@ class FastScheduler(OptimizedScheduler):
 
 MINI_PROFILE = """
 name = "mini"
-description = "three quick seeds"
-seeds = "37,40,41"
+description = "three small scenarios"
+seeds = 3
+
+[matrix]
+requests = [1, 3]
+
+[generator]
+max_new = [16, 48]
 """
 
 BUGGY_SEED = 37  # the planted bug diverges on quick:37 (and not on 40 or 41)
