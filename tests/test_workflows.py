@@ -21,28 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_config import USER_SCHEDULER
+
 BIN = Path(sys.executable).parent
 TRACEDIFF = str(BIN / "tracediff")
 
-BUGGY = '''
-"""A user's scheduler: the reference with a planted bug in its pending advance."""
-from tracediff.sched import formulas as F
-from tracediff.sched.reference import ReferenceScheduler
-
-
-class FastScheduler(ReferenceScheduler):
-    name = "fast"
-
-    def pending_advance(self, state):
-        total = 0
-        for round_ in self.submitted.values():
-            if round_.kind == F.RAGGED:
-                continue  # the planted bug
-            for lane in round_.lanes:
-                if lane.request == state.spec.id:
-                    total += 1 + lane.prefix
-        return total
-'''
+BUGGY = USER_SCHEDULER  # the reference with a planted bug in its pending advance
 
 FIXED = '''
 """A user's scheduler: decides as the reference (the bug is fixed)."""
@@ -91,23 +75,26 @@ def _project(root: Path, code: str) -> Path:
     return project
 
 
-def _run(project: Path, argv: Sequence[str], cwd: str = ".") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEDIFF_", "GITHUB_"))}
-    env.pop("PYTHONPATH", None)
-    env["CI"] = ""
+def _run(
+    project: Path,
+    argv: Sequence[str],
+    cwd: str = ".",
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """One command as a user runs it: a fresh process, no tracediff or GitHub variables
+    unless ``env`` sets them, no PYTHONPATH (mypkg is found through the configuration)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEDIFF_", "GITHUB_"))}
+    clean.pop("PYTHONPATH", None)
+    clean["CI"] = ""
     return subprocess.run(
         list(argv),
         cwd=project / cwd,
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env={**clean, **(env or {})},
         stdin=subprocess.DEVNULL,
     )
-
-
-def _quick_seed(seed: int) -> str:
-    return f"quick:{seed}"
 
 
 @dataclass(frozen=True)
@@ -276,18 +263,7 @@ def test_workflow_last_step_exit_code(tmp_path: Path, name: str) -> None:
 
 
 def _gate_in_ci(project: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEDIFF_", "GITHUB_"))}
-    env.pop("PYTHONPATH", None)
-    env["GITHUB_ACTIONS"] = "true"
-    return subprocess.run(
-        [TRACEDIFF, "gate", "-j", "1", *argv],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    return _run(project, td("gate", "-j", "1", *argv), env={"GITHUB_ACTIONS": "true"})
 
 
 def test_ci_annotations_point_at_the_project_files_and_junit_validates(tmp_path: Path) -> None:
