@@ -47,7 +47,7 @@ decided, in at least one scenario.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -398,6 +398,7 @@ def coverage(
     impl: str = "reference",
     executor: Executor | None = None,
     timeout_s: float | None = None,
+    on_result: Callable[[], None] | None = None,
 ) -> CoverageReport:
     """Per feature, how many scenarios and plans of ``profile`` exercised it.
 
@@ -414,7 +415,12 @@ def coverage(
         chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work) or 1))
     deadline = None if timeout_s is None else timeout_s + grace(timeout_s)
     try:
-        outcomes = chosen.map(_task, work, deadline_s=deadline)
+        outcomes = chosen.map(
+            _task,
+            work,
+            deadline_s=deadline,
+            on_outcome=None if on_result is None else (lambda _outcome: on_result()),
+        )
     finally:
         if executor is None:
             chosen.close()

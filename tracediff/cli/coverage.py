@@ -71,10 +71,16 @@ def coverage(
 
     spec = resolve_executor(executor_text)
     with (
-        heartbeat(Counter("coverage"), enabled=not no_progress),
+        heartbeat(
+            Counter("coverage", total=len(chosen), counts_findings=False), enabled=not no_progress
+        ) as counter,
         open_executor(spec, jobs=resolve_jobs(jobs)) as executor,
     ):
-        report = measure(profile, chosen, executor=executor)
+
+        def measured() -> None:
+            counter.done += 1
+
+        report = measure(profile, chosen, executor=executor, on_result=measured)
     make_console().print(coverage_renderable(report))
     for seed, why in report.failures[:20]:
         click.echo(f"tracediff: coverage: seed {seed} not measured: {why}", err=True)
