@@ -139,3 +139,12 @@ def test_a_progress_line_has_done_total_rate_and_eta() -> None:
     explaining = Counter("run: explaining", total=3, noun="finding", counts_findings=False)
     assert explaining.line().startswith("run: explaining: 0 of 3 findings, 0.0/s,")
     assert "ETA unknown" in explaining.line()
+
+
+def test_the_run_summary_reports_what_simulation_costs_beside_plan(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    result = CliRunner().invoke(main, ["run", "--seeds", "0..1", "-j", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "simulation and driver (share of plan() time)" in result.output
+    share = json.loads(out.read_text())["simulation_share"]
+    assert isinstance(share, float) and share >= 0.0  # driving includes plan(), never less

@@ -170,6 +170,14 @@ class RunSummary:
     def plans(self) -> int:
         return sum(r.impls[0].plans for r in self.results if r.impls)
 
+    @property
+    def simulation_share(self) -> float | None:
+        """What the simulated engine and the driver cost on top of the implementations' own
+        plan() time (0.25: a quarter more), or None when no plan() was timed."""
+        plan = sum(stats.plan_seconds for r in self.results for stats in r.impls)
+        driving = sum(stats.seconds for r in self.results for stats in r.impls)
+        return (driving - plan) / plan if plan > 0 else None
+
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
 

@@ -460,6 +460,7 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
         "errors": summary.count(ERROR),
         "timeouts": summary.count(TIMEOUT),
         "wall_seconds": round(summary.wall_seconds, 3),
+        "simulation_share": summary.simulation_share,
         "equivalence": equivalence_to_dict(summary),
         "notes": list(summary.notes),
         "results": [

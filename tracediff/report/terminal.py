@@ -61,6 +61,9 @@ def summary_renderable(summary: RunSummary) -> RenderableType:
         median = f"{plan_s / plans * 1e6:,.0f} µs/plan" if plans else "-"
         table.add_row(f"{name}: plans/s (driving)", _rate(plans, drive_s))
         table.add_row(f"{name}: mean plan()", median)
+    share = summary.simulation_share  # the part of driving that is tracediff's, not plan()'s
+    if share is not None:
+        table.add_row("simulation and driver (share of plan() time)", f"+{share:.0%}")
     harness = sum(r.harness_seconds for r in summary.results)
     if summary.plans:
         per_impl = harness / summary.plans / max(len(summary.impls), 1) * 1e6
