@@ -19,6 +19,7 @@ from tracediff.cli import (  # noqa: F401
     live,
     replay,
     run,
+    selfcheck,
     shrink,
     traces,
     upgrade,

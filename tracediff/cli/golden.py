@@ -1,19 +1,15 @@
-"""``tracediff golden`` (check, update, review, accept, reject) and ``tracediff selfcheck``."""
+"""``tracediff golden``: check, update, review, accept, reject."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console, Group, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console, Group
 from rich.table import Table
-from rich.text import Text
 
 from tracediff.cli.app import (
     EXIT_FINDING,
@@ -26,44 +22,14 @@ from tracediff.cli.app import (
     executor_option,
     json_to_option,
     main,
-    make_console,
     resolve_equivalence,
     resolve_executor,
     resolve_impls,
     resolve_jobs,
 )
+from tracediff.cli.output import MAX_LISTED, progress_bar, text_console
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
-
-
-def _text_console(stderr: bool = False) -> Console:
-    """The CLI's console with long lines kept whole (commands to copy, paths)."""
-    console = make_console(stderr=stderr)
-    console.soft_wrap = True
-    return console
-
-
-MAX_LISTED = 20
-
-
-@contextmanager
-def _bar(show: bool, total: int, label: str) -> Iterator[Callable[[Any], None]]:
-    """A progress bar on stderr (only on a terminal); yields the per-result callback."""
-    console = _text_console(stderr=True)
-    if not show or not console.is_terminal or total <= 1:
-        yield lambda _result: None
-        return
-    progress = Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task(label, total=total)
-        yield lambda _result: progress.advance(task)
 
 
 def _profile_size(profile_name: str) -> int:
@@ -178,11 +144,11 @@ def check_command(
     source = settings.golden_source(golden_dir)
     if source.path is None:
         raise UsageError(f"golden check: no golden manifests: {source.label}")
-    console = _text_console()
+    console = text_console()
     outcomes = []
     with open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor:
         for spec in specs:
-            with _bar(not no_progress, size, "golden check") as advance:
+            with progress_bar(not no_progress, size, "golden check") as advance:
                 outcome = check(
                     profile_name,
                     spec,
@@ -285,7 +251,7 @@ def update_command(
     impl = chosen_impls[0]
     resolve_impls((impl,), False, ("reference",))  # fail fast on an unknown one
     with (
-        _bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
+        progress_bar(not no_progress, _profile_size(profile_name), "golden update") as advance,
         open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor,
     ):
         outcome = update(
@@ -296,7 +262,7 @@ def update_command(
             on_result=advance,
             executor=executor,
         )
-    console = _text_console()
+    console = text_console()
     console.print(f"golden update: {impl} ({why}) into {golden_dir}", markup=False)
     if outcome.status == "failed":
         for failure in outcome.failures[:MAX_LISTED]:
@@ -391,7 +357,7 @@ def review_command(
     if json_path is not None:
         emit_json(json_path, json.dumps([c.to_dict() for c in changes], indent=1))
         return
-    console = _text_console()
+    console = text_console()
     if not changes:
         console.print(f"no pending golden updates in {golden_dir}", markup=False)
         return
@@ -410,7 +376,7 @@ def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
     from tracediff.golden import accept
 
     for resolution in accept(profile_name, golden_dir=golden_dir):
-        _text_console().print(
+        text_console().print(
             f"accepted golden {resolution.profile}: "
             f"{plural(len(resolution.moved), 'file')} in place"
             + (f", {len(resolution.removed)} old traces removed" if resolution.removed else ""),
@@ -428,125 +394,8 @@ def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: 
     from tracediff.golden import reject
 
     for resolution in reject(profile_name, golden_dir=golden_dir, artifacts=_artifacts(artifacts)):
-        _text_console().print(
+        text_console().print(
             f"rejected golden {resolution.profile}: {len(resolution.removed)} pending files "
             "removed",
             markup=False,
         )
-
-
-# -- selfcheck --------------------------------------------------------------------------------
-@main.command()
-@click.option("--profile", "profile_name", default=None, help="Seed-set profile (default quick).")
-@click.option("--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7.")
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementation to self-check (repeat; default reference and optimized).",
-)
-@click.option("--check", is_flag=True, help="Check mode for optimized.")
-@click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the result as JSON to this file.",
-)
-@executor_option
-@click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
-def selfcheck(
-    profile_name: str | None,
-    seeds: str | None,
-    impls: tuple[str, ...],
-    check: bool,
-    jobs: int | None,
-    timeout_s: float | None,
-    json_path: str | None,
-    executor_text: str,
-    no_progress: bool,
-) -> None:
-    """Run each implementation twice per scenario (two fresh instances) and compare.
-
-    Reports nondeterminism (the two runs differ), apart from any divergence between
-    implementations. Exit 0 when every implementation is deterministic and never failed,
-    1 otherwise (nondeterminism, or an error or timeout finding).
-    """
-    from tracediff.cli.app import resolve_scenarios
-    from tracediff.executor import open_executor
-    from tracediff.selfcheck import self_check
-
-    check_seconds(timeout_s, "--timeout")
-    check_output_file(json_path, "--json")
-    specs = resolve_impls(impls, check, ("reference", "optimized"))
-    executor_spec = resolve_executor(executor_text)
-    scenarios = resolve_scenarios(profile_name, seeds)
-    with (
-        _bar(not no_progress, len(scenarios) * len(specs), "self-check") as advance,
-        open_executor(executor_spec, jobs=resolve_jobs(jobs)) as executor,
-    ):
-        summary = self_check(
-            scenarios, specs, timeout_s=timeout_s, on_result=advance, executor=executor
-        )
-    if json_path:
-        from tracediff.atomic import write_text_atomic
-
-        write_text_atomic(json_path, json.dumps(summary.to_dict(), indent=1) + "\n")
-    _text_console().print(selfcheck_renderable(summary))
-    sys.exit(EXIT_OK if summary.ok else EXIT_FINDING)
-
-
-def selfcheck_renderable(summary: Any) -> RenderableType:
-    """The self-check's findings table (if any) and its verdict line; ``tracediff run
-    --self-check`` prints the same under the run's summary."""
-    from tracediff.selfcheck import ERROR, NONDETERMINISTIC, TIMEOUT
-
-    parts: list[RenderableType] = []
-    findings = [r for r in summary.results if r.status in (NONDETERMINISTIC, ERROR, TIMEOUT)]
-    if findings:
-        table = Table(title=f"self-check findings ({len(findings)})", header_style="bold")
-        for column in ("scenario", "impl", "status", "record", "type", "plan", "detail"):
-            table.add_column(column)
-        for r in findings[:MAX_LISTED]:
-            table.add_row(
-                r.label,
-                r.impl,
-                r.status,
-                "-" if r.divergence is None else str(r.divergence),
-                r.record_type or "-",
-                "-" if r.plan is None else str(r.plan),
-                r.message[:80],
-            )
-        if len(findings) > MAX_LISTED:
-            table.caption = f"... and {len(findings) - MAX_LISTED} more"
-        parts.append(table)
-    scenarios_n = len({(r.profile, r.seed) for r in summary.results})
-    if summary.ok:
-        parts.append(
-            Text(
-                f"deterministic: {', '.join(summary.impls)} each decided the same twice on "
-                f"{scenarios_n:,} scenarios ({summary.wall_seconds:.1f} s)",
-                style="bold green",
-            )
-        )
-    elif summary.deterministic:
-        bad = sorted({r.impl for r in summary.errors})
-        parts.append(
-            Text(
-                f"ERRORS: {', '.join(bad)} failed (error or timeout) in {len(summary.errors)} "
-                f"of {scenarios_n:,} scenarios; no nondeterminism seen",
-                style="bold red",
-            )
-        )
-    else:
-        bad = sorted({r.impl for r in summary.nondeterministic})
-        parts.append(
-            Text(
-                f"NONDETERMINISTIC: {', '.join(bad)} decided differently on a second run in "
-                f"{len(summary.nondeterministic)} of {scenarios_n:,} scenarios",
-                style="bold red",
-            )
-        )
-    return Group(*parts)

@@ -7,7 +7,6 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 
 from tracediff.cli.app import (
     EXIT_FINDING,
@@ -16,19 +15,11 @@ from tracediff.cli.app import (
     emit_json,
     json_to_option,
     main,
-    make_console,
     resolve_impls,
 )
+from tracediff.cli.output import text_console
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
-
-
-def _text_console(stderr: bool = False) -> Console:
-    """The CLI's console with long lines kept whole (commands to copy, paths)."""
-    console = make_console(stderr=stderr)
-    console.soft_wrap = True
-    return console
-
 
 VALUE_WIDTH = 200
 
@@ -98,7 +89,7 @@ def replay(
     if json_path is not None:
         emit_json(json_path, json.dumps(result.to_dict(), indent=1))
         sys.exit(EXIT_OK if result.ok else EXIT_FINDING)
-    console = _text_console()
+    console = text_console()
     if result.status == MATCH:
         if result.stopped:
             console.print(
@@ -185,7 +176,7 @@ def _replay_pair(
         }
         emit_json(json_path, json.dumps(data, indent=1))
         sys.exit(EXIT_OK if difference is None else EXIT_FINDING)
-    console = _text_console()
+    console = text_console()
     for spec, result in zip(specs, results, strict=True):
         verdict = "matches the trace" if result.ok else f"{result.status} at record "
         if not result.ok:

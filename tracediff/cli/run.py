@@ -347,7 +347,7 @@ def _run_explain_check(
         make_console().print(report_renderable(report))
     checked = None
     if self_check_flag and not summary.interrupted:
-        from tracediff.cli.golden import selfcheck_renderable
+        from tracediff.cli.selfcheck import selfcheck_renderable
         from tracediff.selfcheck import self_check
 
         checked = self_check(
