@@ -456,7 +456,7 @@ def _reference_change_task(args: tuple[Any, ...], progress: Any, _notify: Any) -
     from tracediff import golden
 
     try:
-        return golden._explain_reference_change(*args).explanation
+        return golden.explain_reference_change(*args).explanation
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         if isinstance(exc, KeyboardInterrupt) and progress is None:
             raise  # in this process, Ctrl-C is the user's

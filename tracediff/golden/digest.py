@@ -1,0 +1,187 @@
+"""Digesting one implementation alone: its body digest and counts per scenario."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracediff.engine.driver import drive
+from tracediff.errors import SchedulerFault
+from tracediff.executor import (
+    DONE,
+    KILLED,
+    Executor,
+    Outcome,
+    ScenarioTimeout,
+    grace,
+    open_executor,
+    time_limit,
+)
+from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
+from tracediff.impls import ImplSpec, load
+
+# CI detection lives with the project's settings; golden and shrink both ask it where a CI
+# run's output goes.
+from tracediff.project import artifacts_dir as artifacts_dir
+from tracediff.project import in_ci as in_ci
+from tracediff.runner import private_copy
+from tracediff.scenario.model import Scenario
+from tracediff.trace import BodyDigest, encode
+
+
+@dataclass(frozen=True)
+class Digested:
+    """One scenario through one implementation: its digest and counts, or its failure."""
+
+    seed: int
+    status: str  # "ok", "error" or "timeout"
+    digest: str
+    plans: int
+    records: int
+    bytes: int
+    seconds: float
+    message: str = ""
+    scenario: str = ""  # sha256 (16 hex) of the header payload
+
+    def entry(self) -> Entry:
+        return Entry(self.seed, self.digest, self.plans, self.records, self.bytes, self.scenario)
+
+
+def digest_scenario(
+    scenario: Scenario,
+    spec: ImplSpec,
+    timeout_s: float | None = None,
+    expected: str | None = None,
+) -> Digested:
+    """Drive one implementation through a scenario and digest its compared body.
+
+    The digest, plan and record counts equal ``run_scenario``'s ``ImplStats`` for it.
+    With the ``expected`` digest (a golden manifest's), plan records skip the schema check:
+    a body with that digest is the golden trace, whose records were checked when it was
+    recorded. Anything else (another digest, a failure) is digested again with every plan
+    checked, so a malformed record is reported as such.
+    """
+    if expected is not None:
+        found = _digest(scenario, spec, timeout_s, check=False)
+        if found.status == OK and found.digest == expected:
+            return found
+    return _digest(scenario, spec, timeout_s, check=True)
+
+
+def _digest(scenario: Scenario, spec: ImplSpec, timeout_s: float | None, check: bool) -> Digested:
+    digest = BodyDigest()
+    plans = records = size = 0
+    scenario_hash = ""
+    started = time.perf_counter()
+    status, message = OK, ""
+    try:
+        with time_limit(timeout_s):
+            mine = private_copy(scenario)  # the implementation may change its copy
+            driver = drive(private_copy(scenario), load(spec)(mine), check=check)
+            for index, record in enumerate(driver):
+                payload = encode(record)
+                if index == 0:
+                    digest.add_header(payload)
+                    scenario_hash = hashlib.sha256(payload).hexdigest()[:SCENARIO_HASH_CHARS]
+                else:
+                    digest.add_record(payload)
+                    if record.get("t") == "plan":
+                        plans += 1
+                records += 1
+                size += len(payload)
+    except ScenarioTimeout:
+        status = "timeout"
+        message = f"{spec.name} exceeded the {timeout_s:g} s scenario time limit at plan {plans}"
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
+        status = "error"
+        message = (
+            str(exc)
+            if isinstance(exc, SchedulerFault)
+            else ("".join(traceback.format_exception_only(exc)).strip() + f" (at plan {plans + 1})")
+        )
+    return Digested(
+        seed=scenario.seed,
+        status=status,
+        digest=digest.hexdigest(),
+        plans=plans,
+        records=records,
+        bytes=size,
+        seconds=time.perf_counter() - started,
+        message=message,
+        scenario=scenario_hash,
+    )
+
+
+DigestWork = tuple[Scenario, ImplSpec, float | None, str | None]
+
+
+def _digest_task(args: DigestWork, progress: Any, _notify: Any) -> Digested:
+    try:
+        return digest_scenario(*args)
+    except KeyboardInterrupt:
+        if progress is None:
+            raise  # in this process, Ctrl-C is the user's
+        scenario, spec, _timeout, _expected = args
+        return _failed_digest(scenario, "error", f"{spec.name} raised KeyboardInterrupt")
+
+
+def _failed_digest(scenario: Scenario, status: str, message: str) -> Digested:
+    return Digested(scenario.seed, status, "", 0, 0, 0, 0.0, message)
+
+
+def _digested(outcome: Outcome, args: DigestWork) -> Digested:
+    """A worker's outcome as a Digested: a killed or dead worker is a failed scenario."""
+    if outcome.kind == DONE:
+        result: Digested = outcome.value
+        return result
+    scenario, spec, timeout_s, _expected = args
+    status = "timeout" if outcome.kind == KILLED else "error"
+    return _failed_digest(scenario, status, f"{spec.name}: {outcome.failure(timeout_s)}")
+
+
+def deadline(timeout_s: float | None, runs: int = 1) -> float | None:
+    """When a worker still on one task of ``runs`` limited runs is killed."""
+    return None if timeout_s is None else runs * timeout_s + grace(timeout_s)
+
+
+def executor_for(executor: Executor | None, jobs: int, tasks: int) -> Executor:
+    if executor is not None:
+        return executor
+    return open_executor("local" if jobs > 1 else "inline", jobs=max(1, min(jobs, tasks)))
+
+
+def digest_scenarios(
+    scenarios: Sequence[Scenario],
+    spec: ImplSpec,
+    *,
+    jobs: int = 1,
+    timeout_s: float | None = None,
+    on_result: Callable[[Digested], None] | None = None,
+    executor: Executor | None = None,
+    expected: Mapping[int, str] | None = None,
+) -> list[Digested]:
+    """Digest every scenario through ``spec`` on ``executor`` (else worker processes when
+    ``jobs`` > 1, else this process); results in input order. ``expected`` (digests by
+    seed) lets a scenario that reproduces its digest skip the schema check
+    (:func:`digest_scenario`)."""
+    known = expected or {}
+    work: list[DigestWork] = [(s, spec, timeout_s, known.get(s.seed)) for s in scenarios]
+    order = sorted(range(len(work)), key=lambda i: -len(scenarios[i].requests))
+    chosen = executor_for(executor, jobs, len(work))
+
+    def report(outcome: Outcome) -> None:
+        if on_result is not None:
+            on_result(_digested(outcome, work[outcome.index]))
+
+    try:
+        outcomes = chosen.map(
+            _digest_task, work, deadline_s=deadline(timeout_s), on_outcome=report, order=order
+        )
+    finally:
+        if executor is None:
+            chosen.close()
+    return [_digested(o, w) for o, w in zip(outcomes, work, strict=True)]

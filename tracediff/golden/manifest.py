@@ -1,0 +1,163 @@
+"""The golden manifest: its format, reading and writing, and where its files live."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracediff.errors import TraceFormatError
+from tracediff.filenames import component, inside
+from tracediff.impls import ImplSpec
+from tracediff.project import ENVIRONMENT
+
+# CI detection lives with the project's settings; golden and shrink both ask it where a CI
+# run's output goes.
+from tracediff.project import artifacts_dir as artifacts_dir
+from tracediff.project import in_ci as in_ci
+from tracediff.scenario.model import Scenario
+
+FORMAT = "tracediff-golden"
+VERSION = 1
+DEFAULT_DIR = "golden"
+ARTIFACTS_ENV = ENVIRONMENT["artifacts"]
+PENDING = ".new"
+TRACES_PER_PROFILE = 6
+TRACE_MAX_BYTES = 160_000  # only small scenarios keep a full trace (the whole set ~2 MB)
+SCENARIO_HASH_CHARS = 16
+EXPLAIN_AT_MOST = 20  # mismatching seeds re-run against the reference to explain them
+
+OK, MISMATCH, MISSING = "ok", "mismatch", "missing"
+# kinds of a seed's mismatch
+DIGEST, FAILED, NOT_IN_MANIFEST, NOT_IN_PROFILE = "digest", "failed", "not-in-manifest", "gone"
+
+ExplainFn = Callable[[Scenario, Any, Sequence[ImplSpec]], str]
+
+
+@dataclass(frozen=True)
+class Entry:
+    seed: int
+    digest: str
+    plans: int
+    records: int
+    bytes: int
+    scenario: str = ""  # sha256 (16 hex) of the trace header: which scenario was digested
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    profile: str
+    impl: str
+    tracediff: str
+    scenarios: tuple[Entry, ...]
+    traces: tuple[int, ...] = ()
+
+    def entry(self, seed: int) -> Entry | None:
+        return self.by_seed.get(seed)
+
+    @property
+    def by_seed(self) -> dict[int, Entry]:
+        return {e.seed: e for e in self.scenarios}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "profile": self.profile,
+            "impl": self.impl,
+            "tracediff": self.tracediff,
+            "traces": list(self.traces),
+            "scenarios": [e.to_dict() for e in self.scenarios],
+        }
+
+    def dumps(self) -> str:
+        """The manifest as JSON text: header keys first, then one scenario per line."""
+        data = self.to_dict()
+        lines = ["{"]
+        for key in ("format", "version", "profile", "impl", "tracediff", "traces"):
+            lines.append(f" {json.dumps(key)}: {json.dumps(data[key])},")
+        lines.append(' "scenarios": [')
+        rows = [f"  {json.dumps(row)}" for row in data["scenarios"]]
+        lines.append(",\n".join(rows))
+        lines.append(" ]")
+        lines.append("}")
+        return "\n".join(line for line in lines if line) + "\n"
+
+    def same_content(self, other: Manifest) -> bool:
+        """Equal apart from the tracediff version that wrote it."""
+        return (self.profile, self.impl, self.scenarios, self.traces) == (
+            other.profile,
+            other.impl,
+            other.scenarios,
+            other.traces,
+        )
+
+
+def parse_manifest(data: Any, path: str) -> Manifest:
+    """A manifest from decoded JSON; TraceFormatError naming the file when it is wrong."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise TraceFormatError(path, f'not a golden manifest (no "format": "{FORMAT}")')
+    if data.get("version") != VERSION:
+        raise TraceFormatError(
+            path,
+            f"golden manifest version {data.get('version')!r}; this tracediff reads version "
+            f"{VERSION} (regenerate it with tracediff golden update)",
+        )
+    try:
+        entries = tuple(
+            Entry(
+                seed=int(row["seed"]),
+                digest=str(row["digest"]),
+                plans=int(row["plans"]),
+                records=int(row["records"]),
+                bytes=int(row["bytes"]),
+                scenario=str(row.get("scenario", "")),
+            )
+            for row in data["scenarios"]
+        )
+        manifest = Manifest(
+            profile=str(data["profile"]),
+            impl=str(data["impl"]),
+            tracediff=str(data.get("tracediff", "")),
+            scenarios=entries,
+            traces=tuple(int(s) for s in data.get("traces", ())),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        # a row that is no object, a count of inf or "x": the file's fault, named
+        raise TraceFormatError(path, f"malformed golden manifest: {exc!r:.200}") from None
+    if len({e.seed for e in entries}) != len(entries):
+        raise TraceFormatError(path, "malformed golden manifest: a seed appears twice")
+    return manifest
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceFormatError(name, "does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(name, f"cannot be read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(name, f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse_manifest(data, name)
+
+
+def manifest_path(golden_dir: str | Path, profile: str) -> Path:
+    return inside(golden_dir, f"{component(profile)}.json", what="golden manifest")
+
+
+def trace_path(golden_dir: str | Path, profile: str, seed: int) -> Path:
+    return inside(golden_dir, "traces", f"{component(profile, seed)}.trace", what="golden trace")
+
+
+def pending_file(path: Path) -> Path:
+    return path.with_name(path.name + PENDING)
