@@ -176,6 +176,19 @@ def test_shrink_options_refuse_nonsense() -> None:
             ShrinkOptions(**bad)  # type: ignore[arg-type]
 
 
+def test_cli_budget_and_limits_are_checked() -> None:
+    runner = CliRunner()
+    for args, words in [
+        (["--budget", "0"], "--budget must be at least 1 candidate evaluation, got 0"),
+        (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+        (["--max-seconds", "nan"], "--max-seconds must be a positive number of seconds"),
+    ]:
+        for command in ("shrink", "fuzz"):
+            seed = ["--seed", "1"] if command == "shrink" else []
+            result = runner.invoke(main, [command, *seed, *args])
+            assert result.exit_code == 2 and words in result.output, (command, result.output)
+
+
 def test_the_cli_defaults_are_the_shrinkers() -> None:
     from tracediff import fuzz, shrink
     from tracediff.cli import shrink as cli
