@@ -70,7 +70,7 @@ def _first_diverging(profile: str, impl: ImplSpec, max_requests: int) -> Scenari
     ("profile", "impl", "max_requests"),
     [
         ("quick", SKEWED, 8),
-        ("default", SLOT_TIEBREAK, 8),  # a tie-break decision
+        ("quick", SLOT_TIEBREAK, 8),  # a tie-break decision
         ("quick", EAGER_PRUNE, 8),
     ],
 )
