@@ -115,8 +115,8 @@ SMALL_SEEDS = 64  # small scenarios drawn per pass at most
 SMALL_SHARE = 0.25  # of the evaluation budget, at most, per pass of small scenarios
 
 # The defaults of ShrinkOptions (docs/replay-shrink-golden.md). 2000 evaluations shrink every
-# broken implementation of tests/impls to its minimum with room to spare (they use 100 to
-# 700); at a few to a few hundred milliseconds per small candidate that is well under the
+# broken implementation of tests/impls to its minimum with room to spare (they use 37 to
+# 248); at a few to a few hundred milliseconds per small candidate that is well under the
 # cap. The per-candidate timeout is generous on purpose: it must never fire for a candidate
 # that merely runs on a busy machine.
 DEFAULT_EVALUATIONS = 2000
