@@ -76,7 +76,7 @@ def test_a_bug_that_diverges_then_raises_is_its_divergence() -> None:
 def test_the_shrinker_keeps_the_divergence_not_the_later_error() -> None:
     scenario = generate(load_profile("quick"), 6)
     specs = (REFERENCE, parse_impl(f"{KINDS}:DivergeThenRaiseScheduler"))
-    result = shrink(scenario, specs, signature_fn=compare_signature, timeout_s=10)
+    result = shrink(scenario, specs, signature_fn=compare_signature)
     assert str(result.signature) == "value · plan: credit_after"
     assert result.result.status == DIVERGED
 
@@ -226,7 +226,7 @@ def test_replay_state_shows_both_implementations(tmp_path: Path) -> None:
 
 
 # -- 5. small repros ----------------------------------------------------------------------------
-def test_shrink_reaches_four_requests_within_seconds() -> None:
+def test_shrink_reaches_four_requests_within_its_budget() -> None:
     loaded = load_profile("quick")
     specs = (REFERENCE, parse_impl(STALE))
     scenario = next(
@@ -234,7 +234,7 @@ def test_shrink_reaches_four_requests_within_seconds() -> None:
         for s in (generate(loaded, seed) for seed in loaded.seeds)
         if len(s.requests) == 8 and run_scenario(s, specs).status == DIVERGED
     )
-    result = shrink(scenario, specs, signature_fn=compare_signature, timeout_s=5)
+    result = shrink(scenario, specs, signature_fn=compare_signature)  # evaluations, not seconds
     assert result.after[0] <= 4 < result.before[0]
     again = run_scenario(result.shrunk, specs)
     assert compare_signature(result.shrunk, again, specs) == result.signature
@@ -250,21 +250,22 @@ def test_merging_requests_reaches_what_deleting_cannot() -> None:
     def heavy(candidate: Scenario, result: ScenarioResult, specs: object) -> str | None:
         return "heavy" if sum(r.max_new for r in candidate.requests) >= total else None
 
-    shrinker = Shrinker(scenario, (REFERENCE, REFERENCE), signature_fn=heavy, timeout_s=30)
+    shrinker = Shrinker(scenario, (REFERENCE, REFERENCE), signature_fn=heavy)
     shrinker._loop = shrinker.merge_requests  # type: ignore[method-assign]  # the pass alone
     result = shrinker.shrink()
     assert result.after[0] == 1 and result.complete
     assert result.shrunk.requests[0].max_new == total
 
 
-def test_cli_shrink_says_when_it_stopped_on_its_time_limit() -> None:
+def test_cli_shrink_says_when_it_stopped_on_its_budget() -> None:
     args = ["shrink", "--profile", "quick", "--seed", "12", "--impl", "reference"]
     args += ["--impl", "tests.impls.skewed:SkewedScheduler", "--no-progress"]
-    limited = CliRunner().invoke(main, [*args, "--timeout", "0.001"])
+    limited = CliRunner().invoke(main, [*args, "--budget", "2"])
     assert limited.exit_code == 1, limited.output
-    assert "stopped on its time limit" in limited.output
-    done = CliRunner().invoke(main, [*args, "--timeout", "30"])
-    assert "stopped at a minimum" in done.output
+    assert "stopped at the evaluation budget (2 candidates)" in limited.output
+    assert "2 of 2 evaluations used" in limited.output
+    done = CliRunner().invoke(main, [*args])
+    assert "stopped at a minimum: 1-minimal with respect to the passes" in done.output
 
 
 # -- 6. machine-readable findings ---------------------------------------------------------------

@@ -159,8 +159,9 @@ def test_the_same_scenario_gives_the_same_trace_bytes_twice(scenario: Scenario) 
 # -- coverage ------------------------------------------------------------------------------------
 # A handful of quick-profile seeds that between them exercise every feature (found by a greedy
 # cover over the whole quick profile, features and rule clauses; seed 72 runs at queue depth 2,
-# which only seeds 72..107 of its matrix do).
-COVERING_SEEDS = (8, 16, 21, 35, 53, 72, 101)
+# which only seeds 72..107 of its matrix do; 108 and 124 are exact-floats seeds, where the
+# refresh tolerance and probe funding meet with equality).
+COVERING_SEEDS = (8, 16, 21, 35, 53, 72, 101, 108, 124)
 
 
 class _Observed(ReferenceScheduler):

@@ -62,6 +62,9 @@ MUTANTS = [
     ("tests.impls.mutants:ProbeTrialsOffByOneScheduler", "boundary.probe_trials", (6,)),
     ("tests.impls.mutants:PruneKeepsEqualScheduler", "prune.duration", (26,)),
     ("tests.impls.mutants:TableTruncatesScheduler", "table.down_floor", (3,)),
+    # float comparisons met with equality: only the exact-floats seeds (108..125) make them
+    ("tests.impls.boundaries:UnfundedAtCreditScheduler", "boundary.probe_funded", (123,)),
+    ("tests.impls.boundaries:StrictToleranceScheduler", "boundary.refresh_tolerance", (108,)),
 ]
 
 
@@ -79,6 +82,21 @@ def test_the_quick_profile_catches_each_one_clause_bug(
         )
         result = run_scenario(generate(QUICK, seed), specs)
         assert result.status == DIVERGED, f"{impl} survives quick seed {seed}"
+
+
+def test_the_exact_floats_regime_leaves_the_other_seeds_as_they_were() -> None:
+    import dataclasses
+
+    without = dataclasses.replace(
+        QUICK, generator=dataclasses.replace(QUICK.generator, exact_floats_seeds="")
+    )
+    assert QUICK.generator.exact_floats_seeds == "108..125"
+    for seed in (0, 55, 107):
+        assert generate(QUICK, seed) == generate(without, seed)
+    exact = generate(QUICK, 108)
+    assert exact != generate(without, 108)
+    assert exact.params.alpha == 1.0 and exact.truth.duration_drift == 0.0
+    assert all(r.accept_base == r.accept_decay == 1.0 for r in exact.requests)
 
 
 def test_coverage_exits_1_naming_a_required_clause_that_never_decided(tmp_path: Path) -> None:

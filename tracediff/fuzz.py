@@ -31,6 +31,7 @@ from tracediff.impls import ImplSpec
 from tracediff.runner import IDENTICAL, ScenarioResult
 from tracediff.scenario.model import Scenario
 from tracediff.shrink import (
+    ShrinkOptions,
     ShrinkResult,
     SignatureFn,
     default_signature,
@@ -38,6 +39,11 @@ from tracediff.shrink import (
     shrink,
     sign_on,
 )
+
+# Each failure found is shrunk with this many candidate evaluations by default: fuzz finds
+# small scenarios (at most --max-requests), which shrink in far fewer.
+DEFAULT_SHRINK_EVALUATIONS = 500
+FUZZ_SHRINK = ShrinkOptions(max_evaluations=DEFAULT_SHRINK_EVALUATIONS)
 
 ProgressFn = Callable[["FuzzProgress"], None]
 
@@ -77,8 +83,7 @@ def fuzz(
     seed: int = 0,
     max_failures: int = 3,
     max_requests: int = 6,
-    shrink_timeout_s: float = 30.0,
-    run_timeout_s: float | None = 10.0,
+    shrink_options: ShrinkOptions = FUZZ_SHRINK,
     signature_fn: SignatureFn = default_signature,
     on_progress: ProgressFn | None = None,
     executor: Executor | None = None,
@@ -86,7 +91,8 @@ def fuzz(
     """Search up to ``max_examples`` scenarios for failures with distinct signatures.
 
     With ``executor``, every scenario (and its shrinking) runs on its isolated workers;
-    Hypothesis itself drives the search from this process."""
+    Hypothesis itself drives the search from this process. Every run, searching and
+    shrinking, has the per-candidate timeout of ``shrink_options``."""
     from hypothesis import HealthCheck, Phase, find, settings, target
     from hypothesis.errors import NoSuchExample
 
@@ -99,6 +105,7 @@ def fuzz(
     failures: list[FuzzFailure] = []
     known: set[Hashable] = set()
     rng = random.Random(seed)
+    run_timeout_s = shrink_options.run_timeout_s
 
     def report(phase: str) -> None:
         if on_progress is not None:
@@ -140,7 +147,7 @@ def fuzz(
             found,
             specs,
             signature_fn=signature_fn,
-            timeout_s=shrink_timeout_s,
+            options=shrink_options,
             executor=executor,
         )
         if shrunk.signature is None:

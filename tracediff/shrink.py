@@ -10,8 +10,24 @@ and keeps trying small, local changes to it. A candidate is interesting when it 
 (:meth:`Scenario.validate`), runs through the same implementations with
 :func:`tracediff.runner.run_scenario`, and still fails with the same *signature* as the
 original. Whatever improves is kept at once and the search continues from there; it stops
-when a whole round of passes changes nothing, or when its time runs out (the best so far is
-still a valid repro, so stopping early loses only size, never correctness).
+when a whole round of passes changes nothing, or when its *evaluation budget* is spent (the
+best so far is still a valid repro, so stopping early loses only size, never correctness).
+
+Determinism is the product. The same scenario, implementations and options give the same
+repro on any machine at any load, because nothing the search decides depends on time: the
+budget is a number of candidate evaluations (:data:`DEFAULT_EVALUATIONS`), every pass bounds
+itself by evaluations too, and each candidate runs under the user's per-candidate timeout
+(:data:`DEFAULT_RUN_TIMEOUT_S`, ``--timeout``), never one derived from how fast the original
+ran. A candidate therefore times out only if it hangs (or is slower than that generous
+limit), not because the machine is busy. A wall-clock limit (:data:`DEFAULT_MAX_SECONDS`,
+``--max-seconds``) remains only as a safety cap; when it stops a search, the result says so,
+since that repro depends on the machine's speed.
+
+When the search stops by itself, the repro is **1-minimal with respect to the passes**: a
+whole round of every pass, run from the final scenario, found no single step (one
+deletion, merge, feature switched off, number lowered...) that keeps the signature and is
+smaller in the order below. Only the look-elsewhere pass of small generated scenarios is
+not a step of that kind; it runs while more than :data:`SMALL_REQUESTS` requests remain.
 
 The order, not the passes, guarantees termination. Every accepted candidate is strictly
 smaller in one fixed, well-founded order, :func:`size_key`: first the number of requests,
@@ -44,7 +60,7 @@ What makes a good pass here, in the spirit of the essay:
   carries both budgets removes a request while keeping the load that deleting either
   loses; moving an arrival onto the one before it makes a burst. While more than four
   requests remain, fresh scenarios of one to four requests drawn by the seeded generator
-  with the same scheduler parameters are tried too (a bounded share of the time): a bug
+  with the same scheduler parameters are tried too (a bounded share of the budget): a bug
   that needs a particular small combination is often found faster among small scenarios
   than by deleting from a large one (``fuzz`` finds such repros this way).
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
@@ -62,9 +78,10 @@ What makes a good pass here, in the spirit of the essay:
 * **Never run a candidate twice.** Candidates are cached by their canonical form; passes
   often regenerate a candidate another pass already tried.
 
-Passes run in a loop until a whole round accepts nothing. Each candidate runs with a time
-limit of a few times the original run, so a candidate that makes an implementation spin
-is a rejected candidate, not a hung shrinker.
+Passes run in a loop until a whole round accepts nothing. Each candidate runs under the
+per-candidate timeout, so a candidate that makes an implementation spin is a rejected
+candidate (or, when the original hung, an interesting one), not a hung shrinker; a hang
+costs the whole timeout per candidate, so give such a shrink a short ``--timeout``.
 """
 
 from __future__ import annotations
@@ -95,7 +112,45 @@ ProgressFn = Callable[["ShrinkProgress"], None]
 ALLOCATION_RANK = {"host": 0, "device": 1, "mixed": 2}
 SMALL_REQUESTS = 4  # the repro size aimed for: small generated scenarios have 1..4 requests
 SMALL_SEEDS = 64  # small scenarios drawn per pass at most
-SMALL_SHARE = 0.25  # of the time limit, at most, per pass of small scenarios
+SMALL_SHARE = 0.25  # of the evaluation budget, at most, per pass of small scenarios
+
+# The defaults of ShrinkOptions (docs/replay-shrink-golden.md). 2000 evaluations shrink every
+# broken implementation of tests/impls to its minimum with room to spare (they use 37 to
+# 248); at a few to a few hundred milliseconds per small candidate that is well under the
+# cap. The per-candidate timeout is generous on purpose: it must never fire for a candidate
+# that merely runs on a busy machine.
+DEFAULT_EVALUATIONS = 2000
+DEFAULT_RUN_TIMEOUT_S = 60.0
+DEFAULT_MAX_SECONDS = 3600.0
+
+# Why a search stopped (ShrinkResult.stopped).
+MINIMUM = "minimum"  # a whole round of passes accepted nothing: 1-minimal w.r.t. the passes
+BUDGET = "evaluation budget"  # deterministic: the same stop on any machine
+TIME_CAP = "time cap"  # the wall-clock safety cap: the repro depends on the machine's speed
+
+
+@dataclass(frozen=True)
+class ShrinkOptions:
+    """How far a shrink may go. Only ``max_seconds`` involves the clock, as a safety cap."""
+
+    max_evaluations: int = DEFAULT_EVALUATIONS  # candidate runs, the budget
+    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S  # per candidate (and the original)
+    max_seconds: float | None = DEFAULT_MAX_SECONDS  # None: no wall-clock cap at all
+
+    def __post_init__(self) -> None:
+        if self.max_evaluations < 1:
+            raise ValueError(
+                f"the evaluation budget must be at least 1 candidate, got {self.max_evaluations}"
+            )
+        if not self.run_timeout_s > 0:
+            raise ValueError(
+                f"the per-candidate timeout must be positive, got {self.run_timeout_s}"
+            )
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"the wall-clock cap must be positive, got {self.max_seconds}")
+
+
+DEFAULTS = ShrinkOptions()
 
 
 # -- signatures ------------------------------------------------------------------------------
@@ -257,11 +312,12 @@ def scenario_plans(result: ScenarioResult) -> int:
 @dataclass(frozen=True)
 class ShrinkProgress:
     pass_name: str
-    attempts: int
+    attempts: int  # candidate evaluations so far
     improvements: int
     requests: int
     plans: int
     elapsed: float
+    budget: int = DEFAULT_EVALUATIONS
 
 
 @dataclass(frozen=True)
@@ -272,10 +328,40 @@ class ShrinkResult:
     initial_result: ScenarioResult
     result: ScenarioResult
     impls: tuple[str, ...]
-    attempts: int
+    attempts: int  # candidate evaluations used (the original's run not counted)
     improvements: int
-    seconds: float
-    complete: bool  # False when the time limit stopped the search early
+    seconds: float  # reported, never decided on
+    stopped: str = MINIMUM  # MINIMUM, BUDGET or TIME_CAP
+    options: ShrinkOptions = DEFAULTS
+
+    @property
+    def complete(self) -> bool:
+        """True when the search stopped by itself: 1-minimal with respect to its passes."""
+        return self.stopped == MINIMUM
+
+    @property
+    def evaluations(self) -> int:
+        return self.attempts
+
+    def stop_reason(self) -> str:
+        """Why the search stopped, in one sentence for a report."""
+        if self.stopped == MINIMUM:
+            return (
+                "stopped at a minimum: 1-minimal with respect to the passes (no single pass "
+                f"step makes it smaller), {self.attempts} of {self.options.max_evaluations} "
+                "evaluations used"
+            )
+        if self.stopped == BUDGET:
+            return (
+                f"stopped at the evaluation budget ({self.options.max_evaluations} candidates), "
+                "not at a minimum: a larger --budget may shrink it further (the same repro on "
+                "any machine)"
+            )
+        return (
+            f"stopped by the wall-clock safety cap ({self.options.max_seconds:g} s) after "
+            f"{self.attempts} evaluations, not at a minimum: this repro depends on the "
+            "machine's speed; raise --max-seconds, or lower --budget to stop deterministically"
+        )
 
     @property
     def failing(self) -> bool:
@@ -292,8 +378,12 @@ class ShrinkResult:
         return len(self.shrunk.requests), scenario_plans(self.result)
 
 
-class _OutOfTime(Exception):
-    pass
+class _Stop(Exception):
+    """The budget or the safety cap ends the search; ``reason`` is BUDGET or TIME_CAP."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 # -- the shrinker ---------------------------------------------------------------------------
@@ -306,7 +396,7 @@ class Shrinker:
         specs: Sequence[ImplSpec],
         *,
         signature_fn: SignatureFn = default_signature,
-        timeout_s: float = 60.0,
+        options: ShrinkOptions = DEFAULTS,
         on_progress: ProgressFn | None = None,
         clock: Callable[[], float] = time.monotonic,
         executor: Executor | None = None,
@@ -317,7 +407,7 @@ class Shrinker:
         self.specs = tuple(specs)
         self.signature_fn = signature_fn
         self.executor = executor
-        self.timeout_s = timeout_s
+        self.options = options
         self.on_progress = on_progress
         self.clock = clock
         self.started = clock()
@@ -325,7 +415,7 @@ class Shrinker:
         self.improvements = 0
         self.seen: set[str] = set()
         self.pass_name = "start"
-        self.run_timeout: float | None = None
+        self.run_timeout: float = options.run_timeout_s  # the user's, never a measured one
         self.signature: Hashable | None = None
         self.best = scenario
         self.best_result: ScenarioResult | None = None
@@ -342,26 +432,18 @@ class Shrinker:
 
     # -- driving ---------------------------------------------------------------------------
     def shrink(self) -> ShrinkResult:
-        started = time.perf_counter()
-        initial_result = self._run(self.initial, self.timeout_s / 2)
-        run_seconds = time.perf_counter() - started
+        initial_result = self._run(self.initial, self.run_timeout)
         self.seen.add(_canonical(self.initial))
         self.signature = self._sign(self.initial, initial_result)
         self.best_result = initial_result
         self.best_key = size_key(self.initial, scenario_plans(initial_result))
-        complete = True
+        stopped = MINIMUM
         if self.signature is not None:
-            # A candidate may make an implementation spin; it must not stall the search.
-            self.run_timeout = max(2.0, 5.0 * run_seconds)
-            if initial_result.status == TIMEOUT:
-                # The original ran into the limit; a hang hangs under any limit, so a
-                # short one keeps each candidate cheap.
-                self.run_timeout = max(0.5, min(5.0, self.timeout_s / 20))
             self._report()
             try:
                 self._loop()
-            except _OutOfTime:
-                complete = False
+            except _Stop as stop:
+                stopped = stop.reason
         assert self.best_result is not None
         return ShrinkResult(
             initial=self.initial,
@@ -373,7 +455,8 @@ class Shrinker:
             attempts=self.attempts,
             improvements=self.improvements,
             seconds=self.clock() - self.started,
-            complete=complete,
+            stopped=stopped,
+            options=self.options,
         )
 
     def _loop(self) -> None:
@@ -412,13 +495,16 @@ class Shrinker:
                 requests=len(self.best.requests),
                 plans=scenario_plans(self.best_result),
                 elapsed=self.clock() - self.started,
+                budget=self.options.max_evaluations,
             )
         )
 
     def consider(self, candidate: Scenario) -> bool:
-        """Run a candidate; keep it (and return True) if it is interesting and smaller."""
-        if self.clock() - self.started >= self.timeout_s:
-            raise _OutOfTime()
+        """Run a candidate; keep it (and return True) if it is interesting and smaller.
+
+        Only a run counts against the budget: an invalid candidate, or one already tried
+        (its answer cannot have changed: runs are deterministic and the best only gets
+        smaller), costs nothing."""
         try:
             candidate.validate()
         except ScenarioError:
@@ -426,6 +512,11 @@ class Shrinker:
         canonical = _canonical(candidate)
         if canonical in self.seen:
             return False
+        if self.attempts >= self.options.max_evaluations:
+            raise _Stop(BUDGET)
+        cap = self.options.max_seconds
+        if cap is not None and self.clock() - self.started >= cap:
+            raise _Stop(TIME_CAP)
         self.seen.add(canonical)
         self.attempts += 1
         result = self._run(candidate, self.run_timeout)
@@ -499,8 +590,8 @@ class Shrinker:
         """Fresh small scenarios (1 to SMALL_REQUESTS requests) with the same scheduler
         parameters, drawn by the seeded generator: some bugs need a particular combination
         of requests that no deletion from a large scenario reaches, and a search among
-        small ones finds it quickly (as ``fuzz`` does). Bounded by a share of the time
-        limit, and skipped once the best has few requests."""
+        small ones finds it quickly (as ``fuzz`` does). Bounded by a share of the
+        evaluation budget, and skipped once the best has few requests."""
         if len(self.best.requests) <= SMALL_REQUESTS:
             return
         from tracediff.scenario.generator import generate
@@ -515,9 +606,9 @@ class Shrinker:
             queue_depth=(params.queue_depth,),
         )
         profile = Profile(name=base.profile, matrix=matrix)
-        deadline = self.clock() + self.timeout_s * SMALL_SHARE
+        share = self.attempts + max(1, int(self.options.max_evaluations * SMALL_SHARE))
         for seed in range(SMALL_SEEDS):
-            if self.clock() >= deadline or len(self.best.requests) <= SMALL_REQUESTS:
+            if self.attempts >= share or len(self.best.requests) <= SMALL_REQUESTS:
                 return
             drawn = generate(profile, base.seed * SMALL_SEEDS + seed)
             small = dataclasses.replace(base, requests=drawn.requests)
@@ -866,18 +957,19 @@ def shrink(
     specs: Sequence[ImplSpec],
     *,
     signature_fn: SignatureFn = default_signature,
-    timeout_s: float = 60.0,
+    options: ShrinkOptions = DEFAULTS,
     on_progress: ProgressFn | None = None,
     executor: Executor | None = None,
 ) -> ShrinkResult:
     """Shrink ``scenario`` while it keeps failing with the same signature; candidates run on
     ``executor`` (isolated workers: a candidate that kills its process costs a worker) when
-    given, else in this process."""
+    given, else in this process. The same arguments give the same result on any machine,
+    unless ``options.max_seconds`` stops it (``result.stopped`` is then TIME_CAP)."""
     return Shrinker(
         scenario,
         specs,
         signature_fn=signature_fn,
-        timeout_s=timeout_s,
+        options=options,
         on_progress=on_progress,
         executor=executor,
     ).shrink()

@@ -21,28 +21,25 @@ from tracediff.cli.app import (
     check_output_file,
     check_seconds,
     main,
-    make_console,
     resolve_impls,
 )
+from tracediff.cli.output import text_console
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
-
-def _text_console(stderr: bool = False) -> Console:
-    """The CLI's console with long lines kept whole (commands to copy, paths)."""
-    console = make_console(stderr=stderr)
-    console.soft_wrap = True
-    return console
-
-
 DEFAULT_IMPLS = ("reference", "optimized")
+# The defaults, imported without the shrinker itself (it is loaded when a command runs).
+DEFAULT_EVALUATIONS = 2000  # tracediff.shrink.DEFAULT_EVALUATIONS
+DEFAULT_SHRINK_EVALUATIONS = 500  # tracediff.fuzz.DEFAULT_SHRINK_EVALUATIONS
+DEFAULT_RUN_TIMEOUT_S = 60.0  # tracediff.shrink.DEFAULT_RUN_TIMEOUT_S
+DEFAULT_MAX_SECONDS = 3600.0  # tracediff.shrink.DEFAULT_MAX_SECONDS
 MAX_REQUESTS = 64  # what a scenario may hold (the generator matrix allows 1..64)
 
 
 @contextmanager
 def _progress_line(show: bool, label: str) -> Iterator[Callable[[str], None]]:
     """A one-line live status on stderr (only on a terminal); yields its update function."""
-    console = _text_console(stderr=True)
+    console = text_console(stderr=True)
     if not show or not console.is_terminal:
         yield lambda _text: None
         return
@@ -74,6 +71,61 @@ def _save_directories(command: Any) -> Any:
     )(command)
 
 
+def _shrink_budget(default_budget: int) -> Callable[[Any], Any]:
+    """--budget, --timeout and --max-seconds: how far a shrink goes (shrink and fuzz alike).
+    The budget counts candidate evaluations, so the repro is the same on any machine."""
+
+    def decorate(command: Any) -> Any:
+        command = click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)(
+            command
+        )  # the old name of the total time limit, now --max-seconds
+        command = click.option(
+            "--max-seconds",
+            type=float,
+            default=None,
+            help="Safety cap on the whole shrink in wall-clock seconds (default "
+            f"{DEFAULT_MAX_SECONDS:g}); a search it stops says so, since its repro then "
+            "depends on the machine's speed.",
+        )(command)
+        command = click.option(
+            "--timeout",
+            "timeout_s",
+            type=float,
+            default=None,
+            help="Per-candidate run limit in seconds (default: the configured timeout, else "
+            f"{DEFAULT_RUN_TIMEOUT_S:g}); a candidate past it counts as a timeout.",
+        )(command)
+        return click.option(
+            "--budget",
+            type=int,
+            default=default_budget,
+            show_default=True,
+            help="Candidate evaluations the shrink may run: the same scenario, implementations "
+            "and options give the same repro on any machine.",
+        )(command)
+
+    return decorate
+
+
+def _shrink_options(
+    budget: int, timeout_s: float | None, max_seconds: float | None, timeout_old: float | None
+) -> Any:
+    from tracediff.shrink import ShrinkOptions
+
+    if timeout_old is not None and max_seconds is None:
+        max_seconds = timeout_old
+    if budget < 1:
+        raise UsageError(f"--budget must be at least 1 candidate evaluation, got {budget}")
+    timeout_s = settings.timeout(timeout_s)
+    check_seconds(timeout_s, "--timeout")
+    check_seconds(max_seconds, "--max-seconds" if timeout_old is None else "--timeout-s")
+    return ShrinkOptions(
+        max_evaluations=budget,
+        run_timeout_s=DEFAULT_RUN_TIMEOUT_S if timeout_s is None else timeout_s,
+        max_seconds=DEFAULT_MAX_SECONDS if max_seconds is None else max_seconds,
+    )
+
+
 # -- shrink -----------------------------------------------------------------------------------
 @main.command()
 @click.option(
@@ -99,15 +151,7 @@ def _save_directories(command: Any) -> Any:
     "with --impl).",
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Stop shrinking after this many seconds; the best repro so far is kept.",
-)
-@click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)
+@_shrink_budget(DEFAULT_EVALUATIONS)
 @click.option(
     "--save",
     is_flag=True,
@@ -145,7 +189,9 @@ def shrink(
     scenario_file: str | None,
     impls: tuple[str, ...],
     check: bool,
-    timeout_s: float,
+    budget: int,
+    timeout_s: float | None,
+    max_seconds: float | None,
     timeout_old: float | None,
     save: bool,
     regressions: str | None,
@@ -165,10 +211,8 @@ def shrink(
     from tracediff.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
     from tracediff.shrink import shrink as run_shrink
 
-    if timeout_old is not None:  # --timeout-s, the old name
-        timeout_s = timeout_old
+    options = _shrink_options(budget, timeout_s, max_seconds, timeout_old)
     profile_name = settings.profile(profile_name)
-    check_seconds(timeout_s, "--timeout")
     check_output_file(json_path, "--json")
     if (seed is None) == (scenario_file is None):
         raise UsageError("give exactly one of --seed N (with --profile) or --scenario FILE")
@@ -187,7 +231,7 @@ def shrink(
         def on_progress(p: ShrinkProgress) -> None:
             show(
                 f"[{p.pass_name}] {plural(p.requests, 'request')}, {plural(p.plans, 'plan')}; "
-                f"{p.attempts} tried, {p.improvements} kept, {p.elapsed:.0f} s"
+                f"{p.attempts}/{p.budget} evaluations, {p.improvements} kept, {p.elapsed:.0f} s"
             )
 
         from tracediff.executor import open_executor
@@ -199,11 +243,11 @@ def shrink(
                 scenario,
                 specs,
                 signature_fn=SIGNATURES[signature_name],
-                timeout_s=timeout_s,
+                options=options,
                 on_progress=on_progress,
                 executor=executor,
             )
-    console = _text_console()
+    console = text_console()
     names = tuple(s.name for s in specs)
     args = tuple(s.arg for s in specs)
     if not result.failing:
@@ -223,18 +267,12 @@ def shrink(
 
     console.print(f"signature: {describe_signature(result.signature)}", markup=False)
     console.print(
-        f"{result.attempts} candidates tried, {result.improvements} kept, {result.seconds:.1f} s",
+        f"{result.attempts} of {options.max_evaluations} evaluations used, "
+        f"{result.improvements} kept, {result.seconds:.1f} s "
+        f"(per-candidate timeout {options.run_timeout_s:g} s)",
         markup=False,
     )
-    if result.complete:
-        console.print("stopped at a minimum: no pass makes it smaller", markup=False)
-    else:
-        console.print(
-            f"stopped on its time limit ({timeout_s:g} s), not at a minimum: "
-            "a larger --timeout may shrink it further",
-            style="yellow",
-            markup=False,
-        )
+    console.print(result.stop_reason(), style=None if result.complete else "yellow", markup=False)
     console.print(f"shrunk scenario: {result.shrunk.features()}", markup=False)
     saved = None
     if save:
@@ -301,10 +339,14 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
         "before": {"requests": result.before[0], "plans": result.before[1]},
         "after": {"requests": result.after[0], "plans": result.after[1]},
         "attempts": result.attempts,
+        "evaluations": result.evaluations,
+        "budget": result.options.max_evaluations,
+        "run_timeout_s": result.options.run_timeout_s,
         "improvements": result.improvements,
         "seconds": round(result.seconds, 3),
         "complete": result.complete,
-        "stopped": "minimum" if result.complete else "time limit",
+        "one_minimal": result.complete,
+        "stopped": result.stopped,
         "saved": None if saved is None else str(saved),
         "traces": traces,
         "regression": regression_document(result),
@@ -342,15 +384,7 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
     show_default=True,
     help="Requests per generated scenario, at most.",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=30.0,
-    show_default=True,
-    help="Seconds to shrink each failure found.",
-)
-@click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)
+@_shrink_budget(DEFAULT_SHRINK_EVALUATIONS)
 @click.option("--save", is_flag=True, help="Save each shrunk failure into the corpus.")
 @_save_directories
 @click.option(
@@ -370,7 +404,9 @@ def fuzz(
     seed: int,
     max_failures: int,
     max_requests: int,
-    timeout_s: float,
+    budget: int,
+    timeout_s: float | None,
+    max_seconds: float | None,
     timeout_old: float | None,
     save: bool,
     regressions: str | None,
@@ -386,13 +422,11 @@ def fuzz(
     from tracediff.fuzz import fuzz as run_fuzz
     from tracediff.shrink import SIGNATURES, describe_signature, save_regression
 
-    if timeout_old is not None:  # --timeout-s, the old name
-        timeout_s = timeout_old
+    options = _shrink_options(budget, timeout_s, max_seconds, timeout_old)
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
         raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
     if max_requests > MAX_REQUESTS:
         raise UsageError(f"--max-requests must be at most {MAX_REQUESTS}, got {max_requests}")
-    check_seconds(timeout_s, "--timeout-s")
     specs = resolve_impls(impls, check, DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")
@@ -413,12 +447,12 @@ def fuzz(
                 seed=seed,
                 max_failures=max_failures,
                 max_requests=max_requests,
-                shrink_timeout_s=timeout_s,
+                shrink_options=options,
                 signature_fn=SIGNATURES[signature_name],
                 on_progress=on_progress,
                 executor=executor,
             )
-    console = _text_console()
+    console = text_console()
     names = " vs ".join(result.impls)
     if result.ok:
         console.print(

@@ -8,6 +8,7 @@ existing draws.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -21,7 +22,7 @@ from tracediff.scenario.model import (
     Scenario,
     SchedulerParams,
 )
-from tracediff.scenario.profiles import Profile
+from tracediff.scenario.profiles import Generator, Profile, parse_seeds
 
 
 def _between(seed: int, tag: str, low: float, high: float, *parts: int) -> float:
@@ -41,6 +42,9 @@ def generate(profile: Profile, seed: int) -> Scenario:
         queue_depth=queue_depth,
     )
     params, truth, perfect = _regimes(profile, seed, params)
+    exact = seed in _exact_floats_seeds(gen.exact_floats_seeds)
+    if exact:
+        params, truth = _exact_floats(gen, seed, params, truth)
     if params.ragged:
         eager = []
         for b_pad in params.batch_buckets:
@@ -87,7 +91,7 @@ def generate(profile: Profile, seed: int) -> Scenario:
                 accept_decay=_between(seed, "accept-decay", *gen.accept_decay, i),
             )
         )
-        if perfect and rng.chance(seed, "perfect", gen.p_perfect, i):
+        if exact or (perfect and rng.chance(seed, "perfect", gen.p_perfect, i)):
             requests[-1] = dataclasses.replace(requests[-1], accept_base=1.0, accept_decay=1.0)
     scenario = Scenario(
         profile=profile.name,
@@ -145,6 +149,82 @@ def _regimes(
         slots = gen.few_slots[rng.randint(seed, "few-slots", 0, len(gen.few_slots) - 1)]
         params = dataclasses.replace(params, max_lanes=slots)
     return params, truth, perfect
+
+
+@functools.lru_cache(maxsize=16)
+def _exact_floats_seeds(text: str) -> frozenset[int]:
+    return frozenset(parse_seeds(text)) if text else frozenset()
+
+
+def _exact_floats(
+    gen: Generator, seed: int, params: SchedulerParams, truth: EngineTruth
+) -> tuple[SchedulerParams, EngineTruth]:
+    """The exact-floats regime: every float the rules compare is exact, so comparisons can
+    meet with equality (a probe costing exactly the credit, a stale candidate exactly at the
+    tolerance), which smooth random floats never do.
+
+    Every draft is accepted (alpha 1.0, every request perfect, copy matches never fail), so
+    every estimate is exactly 1.0 and E is a whole number of tokens. The prior's cost is
+    proportional to the padded tokens and the engine's cost *is* the prior (a calibrated
+    table: no drift, noise, knee, or a different eager penalty), so every duration stays
+    the prior's integer and values are ratios of small integers: equal ratios round to
+    equal floats. Probe rate, credit cap and tolerance are exact binary fractions drawn
+    from values such scenarios reach: probe costs are whole or simple fractions of tokens,
+    credit sums of exact steps, and value ratios 1, 1/2 and 3/4 occur between the
+    allocations of one cohort.
+    """
+
+    def pick(tag: str, values: tuple[Any, ...]) -> Any:
+        return values[rng.randint(seed, tag, 0, len(values) - 1)]
+
+    return exact_floats(
+        params,
+        truth,
+        token_us=pick("exact-rate", EXACT_TOKEN_RATES),
+        probe_rate=float(pick("exact-probe-rate", gen.exact_probe_rates)),
+        credit_cap=float(pick("exact-credit-cap", gen.exact_credit_caps)),
+        refresh_tolerance=float(pick("exact-tolerance", gen.exact_tolerances)),
+    )
+
+
+EXACT_TOKEN_RATES = (100, 200, 400)  # µs per padded token of the exact-floats regime
+
+
+def exact_floats(
+    params: SchedulerParams,
+    truth: EngineTruth,
+    *,
+    token_us: int,
+    probe_rate: float,
+    credit_cap: float,
+    refresh_tolerance: float,
+) -> tuple[SchedulerParams, EngineTruth]:
+    """``params`` and ``truth`` made exact (see :func:`_exact_floats`); the requests must be
+    made perfect too (``accept_base = accept_decay = 1.0``). ``fuzz`` draws it as well."""
+    params = dataclasses.replace(
+        params,
+        alpha=1.0,
+        base_us=0,
+        lane_us=0,
+        token_us=token_us,
+        duration_quantum_us=1,
+        probe_rate=probe_rate,
+        credit_cap=credit_cap,
+        refresh_tolerance=refresh_tolerance,
+    )
+    truth = dataclasses.replace(
+        truth,
+        copy_match=1.0,
+        true_base_us=0,
+        true_lane_us=0,
+        true_token_us=token_us,
+        knee_factor=1.0,
+        duration_drift=0.0,
+        duration_noise=0.0,
+        duration_quantum_us=1,
+        true_eager_penalty_us=params.eager_penalty_us,
+    )
+    return params, truth
 
 
 def _truth(seed: int) -> EngineTruth:

@@ -84,6 +84,15 @@ class Generator:
     tight_budgets: tuple[int, ...] = (12, 16, 24, 32, 48)
     p_few_slots: float = 0.2
     few_slots: tuple[int, ...] = (4, 8, 12)
+    # Exact floats: the seeds (a seed-set string, "" for none) whose scenarios make float
+    # comparisons meet with equality: every estimate exactly 1.0, an engine whose cost is
+    # the prior's, and probe rate, credit cap and refresh tolerance exact binary fractions
+    # (docs/scheduler.md, "Regimes"). A seed set, not a probability, so that adding the
+    # regime to a profile leaves every existing seed's scenario as it was.
+    exact_floats_seeds: str = ""
+    exact_probe_rates: tuple[float, ...] = (0.0, 0.125, 0.25, 0.5)
+    exact_credit_caps: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0)
+    exact_tolerances: tuple[float, ...] = (0.0, 0.25, 0.5)
 
 
 @dataclass(frozen=True)
@@ -311,6 +320,14 @@ def _check_matrix(matrix: Matrix, where: _Where) -> None:
 
 def _check_generator(generator: Generator, given: dict[str, Any], where: _Where) -> None:
     hints = typing.get_type_hints(Generator)
+    if generator.exact_floats_seeds:
+        try:
+            parse_seeds(generator.exact_floats_seeds)
+        except UsageError as exc:
+            raise ProfileError(f"{where('generator', 'exact_floats_seeds')}: {exc}") from None
+    for key in ("exact_probe_rates", "exact_credit_caps", "exact_tolerances"):
+        if key in given and not getattr(generator, key):
+            raise ProfileError(f"{where('generator', key)}: must not be empty")
     for key in given:
         value = getattr(generator, key)
         hint = hints[key]

@@ -21,6 +21,7 @@ Use them in your own tests::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -228,6 +229,7 @@ def scenarios(
     they are), and arrivals may tie. ``params`` replaces the default
     :func:`scheduler_params` strategy, e.g. ``scheduler_params(allocation="mixed")``.
     """
+    exact = draw(_EXACT)
     count = draw(_integers(min_requests, max_requests))
     ids = list(range(count))
     if draw(_BOOLEANS):
@@ -243,5 +245,32 @@ def scenarios(
         truth=draw(_TRUTHS),
         requests=requests,
     )
+    if exact:
+        scenario = _exact(draw, scenario)
     scenario.validate()
     return scenario
+
+
+# A third of the examples in the exact-floats regime (docs/scheduler.md, "Regimes"): the only
+# scenarios where float comparisons (probe funding, the refresh tolerance) meet with equality.
+_EXACT = st.sampled_from([False, False, True])
+_EXACT_RATES = st.sampled_from([0.0, 0.125, 0.25, 0.5])
+_EXACT_CAPS = st.sampled_from([0.5, 1.0, 2.0, 3.0])
+_EXACT_TOLERANCES = st.sampled_from([0.0, 0.25, 0.5])
+
+
+def _exact(draw: st.DrawFn, scenario: Scenario) -> Scenario:
+    from tracediff.scenario.generator import EXACT_TOKEN_RATES, exact_floats
+
+    params, truth = exact_floats(
+        scenario.params,
+        scenario.truth,
+        token_us=draw(st.sampled_from(EXACT_TOKEN_RATES)),
+        probe_rate=draw(_EXACT_RATES),
+        credit_cap=draw(_EXACT_CAPS),
+        refresh_tolerance=draw(_EXACT_TOLERANCES),
+    )
+    requests = tuple(
+        dataclasses.replace(r, accept_base=1.0, accept_decay=1.0) for r in scenario.requests
+    )
+    return dataclasses.replace(scenario, params=params, truth=truth, requests=requests)

@@ -52,6 +52,9 @@ CLAUSES: tuple[Clause, ...] = (
     _c("alloc.grammar_host", "eligibility", "a grammar lane is host-allocated under device mode"),
     _c("alloc.mixed_host", "eligibility", "mixed mode: a host-stop lane is host-allocated"),
     _c("alloc.mixed_device", "eligibility", "mixed mode: a plain lane is device-allocated"),
+    # -- the survival curve: s_k = est if est < s_(k-1) else s_(k-1) --------------------------
+    _c("survival.clamp", "formulas", "an estimate above the previous depth's: the curve is flat"),
+    _c("boundary.survival_clamp", "formulas", "an estimate exactly the previous depth's"),
     # -- a lane's cap: min(7, remaining - 1, offer, grammar cap) -----------------------------
     _c("cap.max_draft", "caps", "7 is below every other term"),
     _c("cap.remaining", "caps", "remaining - 1 is below every other term"),
@@ -64,6 +67,7 @@ CLAUSES: tuple[Clause, ...] = (
         "candidates",
         "the verification budget limits the cohort sizes (fewer tokens than lanes)",
     ),
+    _c("boundary.cohort_bucket", "candidates", "the cohort limit is exactly a batch bucket"),
     _c("ragged.bucket_below_cohort", "candidates", "a token bucket below the cohort is skipped"),
     _c("boundary.ragged_bucket_cohort", "candidates", "a token bucket exactly the cohort size"),
     _c("ragged.budget_bucket", "candidates", "a ragged budget is its token bucket"),
@@ -105,6 +109,11 @@ CLAUSES: tuple[Clause, ...] = (
     _c("prune.tie_width", "pruning", "equal E and duration: smaller width used"),
     _c("prune.tie_bound", "pruning", "equal E, duration and width: smaller width bound"),
     _c("prune.first", "pruning", "several candidates dominate: the first is recorded"),
+    _c(
+        "boundary.prune_equal",
+        "pruning",
+        "two candidates equal in E, duration and shape triple: neither dominates",
+    ),
     # -- the winner --------------------------------------------------------------------------
     _c("winner.value", "winner", "the higher value wins"),
     _c("winner.duration", "winner", "equal values: the shorter duration wins"),
@@ -117,6 +126,7 @@ CLAUSES: tuple[Clause, ...] = (
     # -- acceptance probe and credit ---------------------------------------------------------
     _c("credit.cap", "probe", "accrued credit is capped"),
     _c("boundary.credit_cap", "probe", "credit is exactly at its cap before accrual"),
+    _c("boundary.credit_accrued", "probe", "the accrued credit is exactly the cap"),
     _c("probe.skip_fixed", "probe", "a fixed-width lane is never probed"),
     _c("probe.skip_cap", "probe", "a lane at its cap is not probed"),
     _c("probe.skip_trials", "probe", "enough trials at the next depth: not probed"),
@@ -126,7 +136,9 @@ CLAUSES: tuple[Clause, ...] = (
     _c("probe.past_bound", "probe", "the forced depth is past the winner's width bound"),
     _c("probe.removes", "probe", "the budget binds: the last-ranked slot of another lane goes"),
     _c("probe.keeps", "probe", "the budget does not bind: nothing is removed"),
+    _c("boundary.probe_cap", "probe", "a probe at exactly its lane's cap depth (D = cap)"),
     _c("probe.unfunded", "probe", "a probe costs more than the credit"),
+    _c("boundary.probe_funded", "probe", "a probe costs exactly the credit: funded"),
     _c("probe.choice_trials", "probe", "among funded probes, fewest trials wins"),
     _c("probe.choice_cost", "probe", "equal trials: the lowest cost wins"),
     _c("probe.choice_position", "probe", "equal trials and cost: cohort position decides"),
@@ -140,6 +152,11 @@ CLAUSES: tuple[Clause, ...] = (
     _c("refresh.other_group", "refresh", "a stale candidate outside the winner's group is ignored"),
     _c("refresh.accept", "refresh", "the best stale candidate is within tolerance: it runs"),
     _c("refresh.reject", "refresh", "the best stale candidate is below tolerance"),
+    _c(
+        "boundary.refresh_tolerance",
+        "refresh",
+        "the best stale value is exactly winner_value * (1 - tolerance): it runs",
+    ),
     _c("refresh.tie", "refresh", "stale candidates tied at the best value: the winner rule"),
     # -- lane values ------------------------------------------------------------------------
     _c("progress.running", "lane values", "next-progress counts the rounds in flight"),

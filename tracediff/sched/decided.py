@@ -90,6 +90,7 @@ class DecidingReference(ReferenceScheduler):
         in_flight = len(self.submitted)
         self._eligibility()
         lanes = self.eligible_lanes()
+        self._curves(lanes)
         self._priority(lanes)
         self._prefill(now)
         record = super().plan(now)
@@ -136,6 +137,23 @@ class DecidingReference(ReferenceScheduler):
                 self.hit(deciding[0])
                 if deciding[0] == "cap.offer" and alloc == DEVICE:
                     self.hit("cap.offer_device")
+
+    def _curves(self, lanes: list[Lane]) -> None:
+        """The survival curve's clamp, ``est if est < previous else previous``, per depth of
+        each lane's curve (the arithmetic of formulas.survival_curve)."""
+        alpha, weight = self.params.alpha, self.params.prior_weight
+        for lane in lanes:
+            trials, accepts = lane.state.trials, lane.state.accepts
+            power = 1.0
+            previous = 1.0
+            for k in range(MAX_DRAFT):
+                power = power * alpha
+                estimate = (accepts[k] + weight * power) / (trials[k] + weight)
+                if estimate > previous:
+                    self.hit("survival.clamp")
+                elif estimate == previous:
+                    self.hit("boundary.survival_clamp")
+                previous = estimate if estimate < previous else previous
 
     def _priority(self, lanes: list[Lane]) -> None:
         for before, after in zip(lanes, lanes[1:], strict=False):
@@ -243,6 +261,16 @@ class DecidingReference(ReferenceScheduler):
         pruned = super().prune(candidates)
         self._candidates = candidates
         self._pruned = pruned
+        # Dominance needs a strict improvement somewhere: two candidates of a group equal in
+        # E, duration and (B_pad, width used, bound) both survive (ragged buckets that
+        # allocate identically). Found by hashing, not by another all-pairs pass.
+        seen: set[tuple[Any, ...]] = set()
+        for c in candidates:
+            same = (c.kind, c.cohort, c.prefill, c.expected, c.duration, c.shape())
+            if same in seen:
+                self.hit("boundary.prune_equal")
+                break
+            seen.add(same)
         for x_id, y_id in pruned.items():
             x, y = candidates[x_id], candidates[y_id]
             if y.expected > x.expected and y.duration < x.duration:
@@ -289,6 +317,7 @@ class DecidingReference(ReferenceScheduler):
             if depth > lane.cap:
                 self.hit("probe.skip_cap")
                 continue
+            at_cap = depth == lane.cap
             trials = lane.state.trials[depth - 1]
             minimum = self.params.probe_min_trials
             if trials >= minimum:
@@ -302,6 +331,8 @@ class DecidingReference(ReferenceScheduler):
                 continue
             if trials == minimum - 1:
                 self.hit("boundary.probe_trials_below")
+            if at_cap:
+                self.hit("boundary.probe_cap")
             if depth > winner.bound:
                 self.hit("probe.past_bound")
             removed = any(
@@ -324,6 +355,10 @@ class DecidingReference(ReferenceScheduler):
             and (params.verify_budget < params.batch_buckets[-1])
         ):
             self.hit("cohort.budget")
+        if lanes:
+            limit = min(len(lanes), params.verify_budget, params.batch_buckets[-1])
+            if limit in params.batch_buckets:
+                self.hit("boundary.cohort_bucket")
         if lanes and params.ragged:
             for cohort in F.cohort_sizes(params, len(lanes)):
                 for tokens in params.token_buckets:
@@ -384,12 +419,16 @@ class DecidingReference(ReferenceScheduler):
             self.hit("credit.cap")
         if before == params.credit_cap:
             self.hit("boundary.credit_cap")
+        if accrued == params.credit_cap:
+            self.hit("boundary.credit_accrued")
         credit = F.accrue_credit(params, before, winner.expected)
         rows = record["probes"]
         cost_at = _PROBE["cost"]
         funded = [i for i, row in enumerate(rows) if row[cost_at] <= credit]
         if len(funded) < len(rows):
             self.hit("probe.unfunded")
+        if any(row[cost_at] == credit for row in rows):
+            self.hit("boundary.probe_funded")
         chosen = record["probe"]
         if chosen < 0:
             return
@@ -441,6 +480,8 @@ class DecidingReference(ReferenceScheduler):
         best = min(stale_in_group, key=Candidate.key)
         if sum(1 for c in stale_in_group if c.value == best.value) >= 2:
             self.hit("refresh.tie")
+        if best.value == threshold:
+            self.hit("boundary.refresh_tolerance")
         self.hit("refresh.accept" if record["refresh"] >= 0 else "refresh.reject")
 
     # -- commit and completion ---------------------------------------------------------------

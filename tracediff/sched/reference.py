@@ -310,7 +310,7 @@ class ReferenceScheduler(SchedulerCore):
         chosen_b_pad, chosen_width = winner.b_pad, winner.width
         if winner.cohort > 0:
             probe_rows, allocations = self.probes(winner, lanes, prefill_tokens)
-            affordable = [i for i, row in enumerate(probe_rows) if row[7] <= self.credit]
+            affordable = [i for i, row in enumerate(probe_rows) if self.funded(row[7])]
             if affordable:
                 probe_index = min(
                     affordable, key=lambda i: (probe_rows[i][3], probe_rows[i][7], probe_rows[i][0])
@@ -335,7 +335,7 @@ class ReferenceScheduler(SchedulerCore):
             ]
             if stale:
                 best = self.best(stale)
-                if best.value >= winner.value * (1.0 - params.refresh_tolerance):
+                if self.within_tolerance(best.value, winner.value):
                     chosen, source, refresh = best, SOURCE_REFRESH, best.id
                     chosen_prefixes = best.prefixes
                     chosen_expected, chosen_duration = best.expected, best.duration
@@ -390,6 +390,15 @@ class ReferenceScheduler(SchedulerCore):
     def best(self, candidates: list[Candidate]) -> Candidate:
         """The winner rule: the candidate with the smallest ``formulas.winner_key``."""
         return min(candidates, key=Candidate.key)
+
+    def funded(self, cost: float) -> bool:
+        """Step 11: a probe is funded when it costs at most the accrued credit (``<=``)."""
+        return cost <= self.credit
+
+    def within_tolerance(self, value: float, winner_value: float) -> bool:
+        """Step 12: a stale candidate runs when its value is at least the winner's less the
+        tolerance (``>=``; the product computed as written)."""
+        return value >= winner_value * (1.0 - self.params.refresh_tolerance)
 
     def is_fresh(self, candidate: Candidate, now: int) -> bool:
         observed = self.table_observed(candidate.kind, candidate.b_pad, candidate.width)
