@@ -27,6 +27,8 @@ from tracediff.cli.app import (
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
+MAX_EXAMPLES = 1_000_000  # fuzz: generated scenarios; days of fuzzing, more is a typo
+
 
 def _text_console(stderr: bool = False) -> Console:
     """The CLI's console with long lines kept whole (commands to copy, paths)."""
@@ -389,6 +391,10 @@ def fuzz(
         timeout_s = timeout_old
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
         raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
+    if max_examples > MAX_EXAMPLES:
+        raise UsageError(
+            f"--max-examples must be at most {MAX_EXAMPLES:,}, got {str(max_examples)[:30]}"
+        )
     if max_requests > MAX_REQUESTS:
         raise UsageError(f"--max-requests must be at most {MAX_REQUESTS}, got {max_requests}")
     check_seconds(timeout_s, "--timeout-s")
