@@ -73,6 +73,21 @@ def test_an_implementation_that_kills_the_fork_server_is_its_scenarios_finding(
     assert bad["status"] == "error" and "the fork server, was killed" in bad["message"]
 
 
+def test_gate_reports_the_fork_server_killed_as_a_finding(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    report = tmp_path / "gate.json"
+    code, out, err = tracediff(
+        subprocess_env,
+        "gate", "--seeds", SEEDS, "--impl", "reference", "--impl", f"{HOLES}:KillParentScheduler",
+        "-j", "2", "--json", str(report), "--artifacts", str(tmp_path / "artifacts"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 1, (out, err)
+    outcomes = {o["seed"]: o["status"] for o in json.loads(report.read_text())["outcomes"]}
+    assert outcomes == {HOSTILE_SEED: "error", OTHER_SEED: "identical"}
+
+
 def test_a_local_campaign_survives_the_fork_server_killed(
     tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -787,3 +802,24 @@ def test_a_malformed_golden_manifest_is_exit_2_not_a_mismatch(
     with pytest.raises(TraceFormatError, match="malformed golden manifest") as caught:
         read_manifest(path)
     assert needle in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_describing_a_huge_table_builds_no_more_text_than_it_shows() -> None:
+    from tracediff.report.describe import TEXT_BUDGET, full_text, short
+
+    rows = [[i, 0.5, True] for i in range(300_000)]
+    assert len(full_text(rows)) == TEXT_BUDGET + 1 and full_text(rows).endswith("…")
+    assert short(rows) == "[[0, 0.5, True], [1, 0.5, True], [2, 0.5, True]…"
+    assert full_text([[1, 2], {"a": 0.1}]) == "[[1, 2], {a: 0.1}]"  # small values whole
+
+
+def test_comparing_a_table_of_300_000_extra_rows_stops_at_max_diffs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tracediff.compare.fields import MAX_DIFFS, record_changes
+
+    a = {"t": "x", "rows": [[0, 1]]}
+    b = {"t": "x", "rows": [[0, 1]] + [[i, i] for i in range(300_000)]}
+    changes = record_changes(a, b, {})
+    assert 0 < len(changes) <= MAX_DIFFS
+    assert "max number of diffs" not in caplog.text
