@@ -216,6 +216,26 @@ def test_a_full_device_is_written_through_and_named(tmp_path: Path) -> None:
     assert written.exit_code == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("command", ["record", "diff", "gate --junit", "gate --markdown"])
+def test_every_output_flag_writes_through_a_device(
+    tmp_path: Path, recorded: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = {
+        "record": ["record", "--seed", "1", "-o", "/dev/full"],
+        "diff": ["diff", str(recorded), str(recorded), "-o", "/dev/full"],
+        "gate --junit": ["gate", "--seeds", "1", "-j", "1", "--junit", "/dev/full"],
+        "gate --markdown": ["gate", "--seeds", "1", "-j", "1", "--markdown", "/dev/full"],
+    }[command]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert error_lines(result.output) == [
+        "tracediff: error: /dev/full: cannot be written: No space left on device"
+    ]
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
 def test_a_fifo_is_written_through(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
