@@ -163,8 +163,12 @@ def test_check_target_refuses_what_cannot_be_written(tmp_path: Path) -> None:
         check_target(tmp_path / "file" / "x.json", "--json")
     with pytest.raises(OutputError, match="is a file, not a directory"):
         ensure_directory(tmp_path / "file", "--artifacts")
-    ensure_directory(tmp_path / "a" / "b", "--artifacts")
-    assert (tmp_path / "a" / "b").is_dir()
+    # only the last component is created: a typo in a parent grows no tree elsewhere
+    with pytest.raises(OutputError, match="directory .*a does not exist; create it first"):
+        ensure_directory(tmp_path / "a" / "b", "--artifacts")
+    assert not (tmp_path / "a").exists()
+    ensure_directory(tmp_path / "a", "--artifacts")
+    assert (tmp_path / "a").is_dir()
 
 
 @pytest.mark.skipif(

@@ -9,6 +9,16 @@ which nothing reads and anyone may delete.
 The new file gets the old file's permission bits when it replaces one, else the usual
 ``0o666`` minus the umask (``mkstemp`` alone would leave every kept file at ``0o600``).
 
+Targets that are not regular files (:func:`resolve_target`):
+
+- a symlink is followed: its target is replaced atomically and the link stays a link (a
+  rename over the link itself would silently turn it into a file);
+- a character device or a FIFO (``/dev/null``, ``/dev/full``, a named pipe) and a file
+  descriptor path (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) are written through,
+  with no temporary file and no rename, as a shell's ``>`` would: renaming over a device node
+  would replace the device with a file. Such a write is not atomic, and cannot be;
+- anything else (a directory, a socket, a block device) is refused with exit code 2.
+
 :func:`check_target` and :func:`ensure_directory` are the checks a command runs *before*
 long work, so that an output that cannot be written fails at once with exit code 2 rather
 than at the end of a run.
@@ -18,15 +28,57 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from tracediff.errors import OutputError
 
 TEMP_SUFFIX = ".tmp"
+
+
+REGULAR, STREAM, DESCRIPTOR = "regular", "stream", "descriptor"
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+_STD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def resolve_target(path: str | os.PathLike[str], what: str = "") -> tuple[str, Path, int]:
+    """How ``path`` is written: ``(kind, file, fd)``. ``kind`` is REGULAR (atomically, at
+    ``file``: the path, or a symlink's target), STREAM (written through: a character device
+    or a FIFO) or DESCRIPTOR (written through to this process's file descriptor ``fd``).
+    Anything else is an :class:`OutputError` (exit 2) naming ``what`` and the path."""
+    text = os.fspath(path)
+    label = f"{what} {text}" if what else text
+    number = _STD_PATHS.get(text)
+    match = _FD_PATH.match(text)
+    if number is None and match is not None:
+        number = int(match.group(1))
+    if number is not None:
+        return DESCRIPTOR, Path(text), number
+    target = Path(text)
+    if target.is_symlink():
+        # followed (links of links too); a dangling link names the file to create
+        target = Path(os.path.realpath(target))
+    try:
+        mode = target.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return REGULAR, target, -1  # to be created; check_target says what is missing
+    except OSError as exc:
+        raise OutputError(f"{label}: cannot be written: {_reason(exc)}") from None
+    if stat.S_ISREG(mode):
+        return REGULAR, target, -1
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return STREAM, target, -1
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"{label}: is a directory; give a file name")
+    kind = "a socket" if stat.S_ISSOCK(mode) else "a block device" if stat.S_ISBLK(mode) else ""
+    raise OutputError(
+        f"{label}: is {kind or 'not a regular file'}, which tracediff does not write to; give "
+        "a file name (or a character device, a FIFO, /dev/stdout)"
+    )
 
 
 @contextlib.contextmanager
@@ -34,9 +86,14 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Yield a binary file; on clean exit it replaces ``path`` atomically, else vanishes.
 
     A failure to write (a full disk, a quota, an I/O error) is an :class:`OutputError`
-    naming ``path``: the operating system's own message names no file.
+    naming ``path``: the operating system's own message names no file. A symlink is
+    followed, a device, FIFO or descriptor path written through (module docstring).
     """
-    target = Path(path)
+    kind, target, number = resolve_target(path)
+    if kind != REGULAR:
+        with _written_through(Path(path), target if kind == STREAM else None, number) as handle:
+            yield handle
+        return
     directory = target.parent
     try:
         fd, tmp_name = tempfile.mkstemp(
@@ -65,6 +122,28 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             os.unlink(tmp_name)
         raise
     fsync_directory(directory)
+
+
+@contextlib.contextmanager
+def _written_through(shown: Path, device: Path | None, number: int) -> Iterator[BinaryIO]:
+    """A device, FIFO (``device``) or file descriptor (``number``), written in place: no
+    temporary file, no rename, no fsync (which devices and pipes refuse)."""
+    try:
+        if device is not None:
+            fd = os.open(device, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        else:
+            fd = os.dup(number)
+    except OSError as exc:
+        raise OutputError(f"{shown}: cannot be written: {_reason(exc)}") from None
+    # unbuffered: an error (ENOSPC from /dev/full) is raised by the write that meets it,
+    # not again by the close
+    with os.fdopen(fd, "wb", buffering=0) as handle:
+        try:
+            yield cast(BinaryIO, handle)
+        except OSError as exc:
+            if exc.filename is not None:
+                raise
+            raise OutputError(f"{shown}: cannot be written: {_reason(exc)}") from None
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
@@ -100,7 +179,9 @@ def check_target(path: str | os.PathLike[str], what: str) -> None:
     exist and accept a new file (checked by creating and removing one), and ``path`` must
     not be a directory itself.
     """
-    target = Path(path)
+    kind, target, _fd = resolve_target(path, what)
+    if kind != REGULAR:
+        return  # written through when the time comes; nothing to create in advance
     if target.is_dir():
         raise OutputError(f"{what} {path}: is a directory; give a file name")
     parent = target.parent
@@ -112,13 +193,20 @@ def check_target(path: str | os.PathLike[str], what: str) -> None:
 
 
 def ensure_directory(path: str | os.PathLike[str], what: str) -> None:
-    """Create directory ``path`` (and its parents) if needed and check that it accepts files;
-    raise :class:`OutputError` naming ``what`` otherwise."""
+    """Create directory ``path`` if needed and check that it accepts files; raise
+    :class:`OutputError` naming ``what`` otherwise. Only the last component is created: a
+    typo in a parent (``/dta/runs/x``) must not grow a tree somewhere unexpected."""
     directory = Path(path)
     if directory.exists() and not directory.is_dir():
         raise OutputError(f"{what} {path}: is a file, not a directory")
+    parent = directory.parent
+    if not directory.exists() and not parent.is_dir():
+        raise OutputError(
+            f"{what} {path}: directory {parent} does not exist; create it first (tracediff "
+            "creates only the last directory of the path)"
+        )
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(exist_ok=True)
     except OSError as exc:
         raise OutputError(f"{what} {path}: cannot create the directory: {_reason(exc)}") from None
     _probe(directory, what, str(path))

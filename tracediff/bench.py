@@ -58,6 +58,7 @@ from typing import Any, Protocol, cast
 
 import msgpack
 
+from tracediff.call import PLAN, Guarded, ImplementationFailed, construct, passes_through
 from tracediff.engine.simulator import SimulatedEngine
 from tracediff.errors import ImplementationError, SchedulerFault, TraceFormatError, UsageError
 from tracediff.scenario import rng
@@ -153,6 +154,10 @@ class BenchResult:
         raise KeyError((impl, allocation, probe))
 
 
+MAX_REPEATS = 100_000  # timed calls per cell: far beyond any useful median
+MIN_REQUESTS = 8  # per cell: the probe cells need that many (see _check_path)
+
+
 def default_impls() -> dict[str, Factory]:
     """The built-in pair: reference (the baseline) and optimized."""
     from tracediff.sched.reference import ReferenceScheduler
@@ -173,11 +178,19 @@ def run_bench(
     """Time ``plan()`` per implementation in every (requests, allocation, probe) cell."""
     if not impls:
         raise UsageError("bench: name at least one implementation")
-    if repeats < 1:
-        raise UsageError(f"bench: repeats must be at least 1, not {repeats}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise UsageError(
+            f"bench: repeats must be at least 1 and at most {MAX_REPEATS:,}, not {repeats}"
+        )
     for count in requests:
         if not 1 <= count <= 64:
             raise UsageError(f"bench: request counts must lie in 1..64, not {count}")
+        if count < MIN_REQUESTS:
+            # a cell with a probe needs lanes that have not verified their cap yet
+            raise UsageError(
+                f"bench: request counts must be at least {MIN_REQUESTS} (with fewer, every "
+                f"lane may already verify its cap and no cell has a probe), not {count}"
+            )
     for allocation in allocations:
         if allocation not in ALLOCATIONS:
             raise UsageError(f"bench: allocation {allocation!r} not in {ALLOCATIONS}")
@@ -384,9 +397,9 @@ def _time_cell(
     external: dict[str, Any] = {}
     state = bench_state(base)
     for name in names:
-        instance = impls[name](scenario)
+        instance = construct(name, impls[name], scenario)
         if getattr(instance, "benchable", False):
-            external[name] = instance
+            external[name] = Guarded(instance, name)
             continue
         if not isinstance(instance, SchedulerCore) or not callable(getattr(instance, "plan", None)):
             raise ImplementationError(
@@ -414,13 +427,19 @@ def _time_cell(
             plan = cast(_Planner, copy.deepcopy(prepared[name])).plan
             enabled = gc.isenabled()
             gc.disable()
-            cpu_start = time.thread_time_ns()
-            start = time.perf_counter_ns()
-            record = plan(now)
-            elapsed = time.perf_counter_ns() - start
-            cpu_elapsed = time.thread_time_ns() - cpu_start
-            if enabled:
-                gc.enable()
+            try:
+                cpu_start = time.thread_time_ns()
+                start = time.perf_counter_ns()
+                record = plan(now)
+                elapsed = time.perf_counter_ns() - start
+                cpu_elapsed = time.thread_time_ns() - cpu_start
+            except BaseException as exc:  # noqa: BLE001 - user code: tracediff.call's rule
+                if passes_through(exc):
+                    raise
+                raise ImplementationFailed(name, PLAN, exc) from exc
+            finally:
+                if enabled:
+                    gc.enable()
             samples[name].append(elapsed)
             cpu_samples[name].append(cpu_elapsed)
             if name not in first:

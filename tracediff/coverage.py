@@ -369,7 +369,7 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
         from tracediff.impls import parse_impl
         from tracediff.runner import trace_records
 
-        result = analyse_trace(trace_records(scenario, parse_impl(impl)))
+        result = analyse_trace(trace_records(scenario, parse_impl(impl), guarded=True))
         decided = ()
     return ScenarioCoverage(
         seed=scenario.seed,

@@ -11,14 +11,22 @@
     ├── JournalError               a ``--resume`` journal of another run, in use, or corrupt
     ├── LiveUnavailable            the live engine cannot start: torch (the ``live`` extra) is
     │                              not installed, or ``--device cuda`` finds no GPU
-    └── SchedulerFault             an implementation raised or broke the driver
-                                   contract while running: a *finding*, exit code 1
+    ├── SchedulerFault             an implementation raised or broke the driver
+    │                              contract while running: a *finding*, exit code 1
+    ├── ImplementationFailed       (tracediff.call) implementation code raised in a command
+    │                              that runs it in this process: a finding, exit code 1
+    └── HarnessFailure             tracediff's own machinery failed (worker processes cannot
+        ├── WorkerStartError       start, the Dask cluster was lost): exit code 3, and
+        └── ExecutorLost           nothing is concluded about the implementation
 
 Every message names the thing at fault (file, seed, flag) and says what to do. docs/errors.md
 lists every exit code and message.
 """
 
 from __future__ import annotations
+
+# The words for a JSON or TOML file whose parser ran out of stack: no tracediff file nests so.
+NESTING = "it nests values deeper than any tracediff file does"
 
 
 class TracediffError(Exception):
@@ -88,3 +96,19 @@ class SchedulerFault(TracediffError):
 
 class ConfigError(TracediffError):
     """A ``[tool.tracediff]`` table that is malformed or names a path that does not exist."""
+
+
+class HarnessFailure(TracediffError):
+    """tracediff's own machinery failed, not the implementation nor the input: nothing is
+    concluded about any scenario it was running (exit code 3)."""
+
+    exit_code = 3
+
+
+class WorkerStartError(HarnessFailure):
+    """A worker process cannot be started, even after restarting the fork server."""
+
+
+class ExecutorLost(HarnessFailure):
+    """The executor's cluster went away mid-run (the Dask scheduler, the client's connection):
+    an interruption; the scenarios in flight were not recorded and a resumed run reruns them."""

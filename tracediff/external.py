@@ -33,6 +33,7 @@ import weakref
 from typing import Any, NoReturn
 
 from tracediff import __version__
+from tracediff.call import TEXT_LIMIT, bounded
 from tracediff.errors import ImplementationError, SchedulerFault
 from tracediff.protocol import (
     ARRIVE,
@@ -55,7 +56,8 @@ from tracediff.protocol import (
 from tracediff.scenario.model import RequestSpec, Scenario
 
 PREFIX = "exec:"
-STDERR_KEEP = 16 * 1024
+STDERR_KEEP = TEXT_LIMIT  # bytes of stderr kept: as much as of any implementation text
+EXIT_CHECK_S = 0.25  # while waiting for a reply, how often to check that the process lives
 # The longest wait for one reply when the run sets no scenario time limit (a hello
 # included: a process that never answers is a finding, not a hang). TRACEDIFF_EXEC_REPLY_S
 # overrides it.
@@ -179,7 +181,12 @@ class ExternalProcess:
             )
         self.version = int(version or 0)
         caps = hello.get("capabilities", [])
-        self.capabilities = frozenset(c for c in caps if isinstance(c, str))
+        if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+            self.fail(
+                f"sent a hello whose 'capabilities' is {bounded(repr(caps), 80)}, expected a "
+                "list of names (docs/protocol.md)"
+            )
+        self.capabilities = frozenset(caps)
 
     @property
     def alive(self) -> bool:
@@ -206,7 +213,8 @@ class ExternalProcess:
         if kind == expect:
             return reply
         if kind == ERROR:
-            text = reply.get("message")
+            # kept bounded, as stderr is: a hostile reply of 60 MB costs nothing downstream
+            text = bounded(str(reply.get("message")))
             raise ExternalFault(
                 self._with_stderr(f"{self.name} reported an error on {what}: {text}")
             )
@@ -248,7 +256,15 @@ class ExternalProcess:
                 except ProtocolError as exc:
                     self.fail(f"spoke garbage in reply to {what}: {exc}")
             left = deadline - time.monotonic()
-            if not self._readable.poll(max(int(left * 1000), 0)):
+            # in slices: a server that exited while a child of its own still holds its stdout
+            # never gives an end of file, and is reported as exited, not as a hang
+            ready = self._readable.poll(max(int(min(left, EXIT_CHECK_S) * 1000), 0))
+            if not ready:
+                if self.popen.poll() is not None:
+                    partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
+                    self.fail(self._death(f"before answering {what}{partial}"))
+                if time.monotonic() < deadline:
+                    continue
                 self.fail(
                     f"did not answer {what} within {_reply_timeout():g} s (a hang, or a reply "
                     "still in its stdout buffer: flush after each message)"

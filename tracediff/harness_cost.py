@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracediff.call import Guarded, construct
 from tracediff.engine.driver import check_plan, drive
 from tracediff.runner import TimedScheduler, private_copy
 from tracediff.scenario.model import Scenario
@@ -111,7 +112,8 @@ def measure_harness(
         drivers: list[Iterator[dict[str, Any]]] = []
         timed: list[TimedScheduler] = []
         for name, cost in zip(names, costs, strict=True):
-            timed.append(TimedScheduler(factories[name](private_copy(scenario))))
+            inner = construct(name, factories[name], private_copy(scenario))
+            timed.append(TimedScheduler(Guarded(inner, name)))
             drivers.append(drive(private_copy(scenario), timed[-1], check=False))
             cost.scenarios += 1
         digests = [BodyDigest() for _ in names]

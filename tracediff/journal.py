@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,13 +106,25 @@ class Journal:
         """Open (or create) ``DIR/journal.jsonl`` for a run; raises JournalError when it
         belongs to another run, is in use, or is damaged before its last line."""
         path = journal_path(directory)
+        # never through a symbolic link: the journal is written inside DIR, nowhere else
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+            fd = os.open(path, flags, 0o666)
         except OSError as exc:
+            if path.is_symlink():
+                raise JournalError(
+                    f"--resume {directory}: {path} is a symbolic link; tracediff writes its "
+                    "journal only inside the --resume directory: remove the link"
+                ) from None
             raise JournalError(
                 f"--resume {directory}: cannot open {path}: {exc.strerror}"
             ) from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise JournalError(
+                    f"--resume {directory}: {path} is not a regular file; remove it or use "
+                    "another --resume directory"
+                )
             _lock(fd, path)
             entries, notes, good_size = _load(path, fd, identity)
             if good_size is not None:
@@ -200,7 +213,7 @@ def _load(
     for number, raw in enumerate(complete, start=1):
         try:
             parsed.append(json.loads(raw))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting no journal has
             if number == len(complete) and not tail:
                 tail, good_size = raw, offset  # an unparsable last line: torn, as below
                 break
@@ -251,14 +264,47 @@ def _load(
         )
     entries: dict[Key, Any] = {}
     for number, line in enumerate(parsed[1:], start=2):
-        try:
-            key = line["key"]
-            entries[(str(key["profile"]), int(key["seed"]), str(key["digest"]))] = line["result"]
-        except (TypeError, KeyError, ValueError):
+        problem = _entry_problem(line)
+        if problem:
             raise JournalError(
-                f"{path} line {number} is not a journal entry; delete the journal to start fresh"
-            ) from None
+                f"{path} line {number} is not a journal entry ({problem}); delete the journal "
+                "to start fresh"
+            )
+        key = line["key"]
+        entries[(key["profile"], key["seed"], key["digest"])] = line["result"]
     return entries, notes, good_size
+
+
+MAX_SEED = 2**53 - 1  # what the profiles' seed sets allow
+MAX_DIGEST = 128  # characters; a sha256 in hex has 64 (one that differs is a stale entry)
+
+
+def _entry_problem(line: Any) -> str:
+    """What is wrong with one journal line (a key and a result), or "" when nothing is: the
+    journal is trusted no more than any other file (an entry of unknown status, a seed that
+    is not an integer, would otherwise be reported as a result)."""
+    from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT
+
+    if not isinstance(line, dict) or set(line) != {"key", "result"}:
+        return "expected an object of 'key' and 'result'"
+    key, result = line["key"], line["result"]
+    if not isinstance(key, dict) or set(key) != {"profile", "seed", "digest"}:
+        return "its key is not {profile, seed, digest}"
+    seed = key["seed"]
+    if type(seed) is not int or not 0 <= seed <= MAX_SEED:
+        return f"seed {str(seed)[:40]!r} is not an integer from 0 to {MAX_SEED}"
+    if not isinstance(key["profile"], str) or not key["profile"]:
+        return "its profile is not a name"
+    if not isinstance(key["digest"], str) or len(key["digest"]) > MAX_DIGEST:
+        return "its digest is not a scenario digest"
+    if not isinstance(result, dict):
+        return "its result is not an object"
+    status = result.get("status")
+    if status not in (IDENTICAL, DIVERGED, ERROR, TIMEOUT):
+        return f"status {str(status)[:40]!r} is none of {IDENTICAL}, {DIVERGED}, {ERROR}, {TIMEOUT}"
+    if (result.get("profile"), result.get("seed")) != (key["profile"], seed):
+        return "its result is of another scenario than its key"
+    return ""
 
 
 def identity_for(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tracediff.errors import ScenarioError, TraceFormatError, UsageError
+from tracediff.errors import NESTING, ScenarioError, TraceFormatError, UsageError
 from tracediff.filenames import component, inside
 from tracediff.scenario.model import Scenario
 
@@ -20,6 +20,9 @@ DEFAULT_DIR = "scenarios/regressions"
 # A corpus scenario is run under the profile name "regression:<profile>", so that a report
 # never mistakes it for the profile's seed of the same number.
 REGRESSION_PREFIX = "regression:"
+# What tracediff shrink --save writes (tracediff/shrink.py), checked when a file says it.
+REGRESSION_FORMAT = "tracediff-regression"
+REGRESSION_VERSIONS = (1,)
 MAX_BYTES = 64 * 1024 * 1024  # a scenario is a few kB; anything this big is not one
 
 
@@ -87,11 +90,27 @@ def load_scenario(path: str | Path) -> Scenario:
             f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
             "fix or remove the file",
         ) from None
+    except RecursionError:
+        raise TraceFormatError(name, f"not a scenario file: {NESTING}") from None
     if not isinstance(data, dict):
         raise ScenarioError(
             f"{name}: expected a scenario object (Scenario.to_dict()), got a JSON "
             f"{type(data).__name__}"
         )
+    # A saved regression says what it is; a plain Scenario.to_dict() says nothing.
+    if "format" in data or "version" in data:
+        if data.get("format") != REGRESSION_FORMAT:
+            raise TraceFormatError(
+                name,
+                f"format {str(data.get('format'))[:40]!r} is not {REGRESSION_FORMAT!r}; not a "
+                "scenario file (fix or remove it)",
+            )
+        if data.get("version") not in REGRESSION_VERSIONS:
+            raise TraceFormatError(
+                name,
+                f"regression file version {str(data.get('version'))[:20]}; this tracediff "
+                f"reads {list(REGRESSION_VERSIONS)} (save it again with tracediff shrink --save)",
+            )
     try:
         return Scenario.from_dict(data)
     except ScenarioError as exc:

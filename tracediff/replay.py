@@ -28,8 +28,9 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.call import Guarded, ImplementationFailed, construct, summary
 from tracediff.compare.readable import readable
-from tracediff.errors import SchedulerFault, TraceFormatError
+from tracediff.errors import TraceFormatError
 from tracediff.impls import ImplSpec, load
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
@@ -154,13 +155,8 @@ def replay(
         )
     scenario = checker.scenario
     factory = load(spec)
-    try:
-        scheduler = factory(private_copy(scenario))
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation's failure
-        raise SchedulerFault(
-            f"{spec.name}: its constructor raised {type(exc).__name__}: {exc} (replaying "
-            f"{reader.name}); fix the implementation"
-        ) from None
+    # its failures are ImplementationFailed (exit 1), whatever it raises (tracediff.call)
+    scheduler = Guarded(construct(spec.name, factory, private_copy(scenario)), spec.name)
     session = _Session(reader.name, spec.name, scheduler, scenario, until, want_state)
     session.columns = {name: list(cols) for name, cols in current.items()}
     with contextlib.closing(_records(reader, checker)) as records:
@@ -240,12 +236,21 @@ class _Session:
     def snapshot(self, where: str) -> None:
         if not self.want_state:
             return
-        state = getattr(self.scheduler, "state", None)
-        if not callable(state):
+        if not self.scheduler.has_state:
             self.state_at = f"unavailable: {self.impl} has no state() method"
             return
-        self.state = state()
+        self.state = self.scheduler.state()
         self.state_at = where
+
+    def failure(self, exc: BaseException, index: int) -> ReplayResult:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" ({frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})"
+        return self.result(
+            ERROR,
+            message=f"{summary(exc)}{where if frames else ''}",
+            error_index=index,
+            error_plan=self.last_plan,
+        )
 
     def run(self, records: Iterator[tuple[int, int, bytes, dict[str, Any]]]) -> ReplayResult:
         index = 0
@@ -269,15 +274,10 @@ class _Session:
                 outcome = self.step(index, offset, kind, payload, record)
             except TraceFormatError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - an implementation failing is a finding
-                frames = traceback.extract_tb(exc.__traceback__)
-                where = f" ({frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})"
-                return self.result(
-                    ERROR,
-                    message=f"{type(exc).__name__}: {exc}{where if frames else ''}",
-                    error_index=index,
-                    error_plan=self.last_plan,
-                )
+            except ImplementationFailed as failed:  # whatever it raised: a finding
+                return self.failure(failed.error, index)
+            except Exception as exc:  # noqa: BLE001 - e.g. a plan that cannot be encoded
+                return self.failure(exc, index)
             if outcome is not None:
                 return outcome
         if self.owed:

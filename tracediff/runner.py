@@ -47,6 +47,7 @@ from types import FrameType
 from typing import Any
 
 from tracediff import __version__
+from tracediff.call import Guarded, Interrupted, construct, passes_through
 from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.engine.driver import check_plan, drive
 from tracediff.errors import SchedulerFault
@@ -247,14 +248,6 @@ class _Watched(TimedScheduler):
         return result
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped a run; ``signum`` says which."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 def private_copy(scenario: Scenario) -> Scenario:
     """A copy of ``scenario`` that shares no object another holder could change: every
     dataclass in it is copied (an implementation may ``object.__setattr__`` a frozen one);
@@ -386,8 +379,8 @@ def run_scenario(
             f"at plan {plan_number}"
         )
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
-        if isinstance(exc, KeyboardInterrupt) and progress is None:
-            raise  # in this process, Ctrl-C is the user's
+        if progress is None and passes_through(exc):
+            raise  # in this process, a real Ctrl-C is the user's
         failed = names[current] if current < len(names) else None
         # The first divergence is the finding (still DIVERGED, at its plan) and a failure
         # after it is context, kept in failed_impl and message; unless the driver refused
@@ -472,20 +465,35 @@ def _record_type(record: dict[str, Any] | None) -> str:
     return str(record.get("t", "header"))
 
 
-def trace_records(scenario: Scenario, spec: ImplSpec) -> Iterator[dict[str, Any]]:
+def trace_records(
+    scenario: Scenario, spec: ImplSpec, *, guarded: bool = False
+) -> Iterator[dict[str, Any]]:
     """The records one implementation produces for a scenario (header first); the
-    implementation and the driver each read a private copy of it."""
-    return drive(private_copy(scenario), _factory(spec)(private_copy(scenario)))
+    implementation and the driver each read a private copy of it. ``guarded``: what the
+    implementation raises is :class:`~tracediff.call.ImplementationFailed` (told apart from
+    the errors of writing the trace)."""
+    if not guarded:
+        return drive(private_copy(scenario), _factory(spec)(private_copy(scenario)))
+    inner = construct(spec.name, _factory(spec), private_copy(scenario))
+    return drive(private_copy(scenario), Guarded(inner, spec.name))
 
 
-def write_trace(scenario: Scenario, spec: ImplSpec, directory: str, path: str | None = None) -> str:
-    """Record one scenario through one implementation into a trace file; returns its path."""
+def write_trace(
+    scenario: Scenario,
+    spec: ImplSpec,
+    directory: str,
+    path: str | None = None,
+    *,
+    guarded: bool = False,
+) -> str:
+    """Record one scenario through one implementation into a trace file; returns its path.
+    ``guarded``: as for :func:`trace_records`."""
     if path is None:
         Path(directory).mkdir(parents=True, exist_ok=True)
         # the profile comes from data (a scenario file's "profile"): a plain name, kept inside
         name = component(scenario.profile, scenario.seed, spec.name)
         path = str(inside(directory, f"{name}.trace", what="trace"))
-    records = trace_records(scenario, spec)
+    records = trace_records(scenario, spec, guarded=guarded)
     header = next(records)
     started = time.time()
     with TraceWriter(path, header) as writer:
@@ -583,6 +591,9 @@ def _outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -
             "(os._exit, a crash in C code, or the system's out-of-memory killer); "
             "the scenario ran on a fresh worker each time"
         )
+    elif outcome.tampered:
+        status = ERROR
+        message = f"{outcome.detail} (while {who} ran plan {plan})"
     else:
         status = ERROR
         message = f"{outcome.detail}\nworker failed: the harness raised while running it"

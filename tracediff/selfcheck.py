@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.call import passes_through
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
 from tracediff.executor import (
@@ -194,9 +195,9 @@ def _task(
 ) -> SelfCheckResult:
     try:
         return self_check_scenario(*args)
-    except KeyboardInterrupt:
-        if progress is None:
-            raise  # in this process, Ctrl-C is the user's
+    except KeyboardInterrupt as exc:
+        if progress is None and passes_through(exc):
+            raise  # in this process, a real Ctrl-C is the user's
         scenario, spec, _timeout = args
         return _failed(scenario, spec, ERROR, "the implementation raised KeyboardInterrupt")
 

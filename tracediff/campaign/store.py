@@ -55,6 +55,43 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+def damaged(path: Path, reason: object) -> TraceFormatError:
+    """The error (exit 2) of a store whose pages or rows are not what tracediff wrote."""
+    return TraceFormatError(
+        str(path),
+        f"the campaign store is damaged ({reason}); give another --out (or delete it to "
+        "start fresh)",
+    )
+
+
+STATUSES = ("identical", "diverged", "error", "timeout")
+
+
+def _row(path: Path, fields: tuple[Any, ...]) -> Row:
+    """One stored row, checked: a store is a file like any other (hand-edited, damaged)."""
+    try:
+        seed, status, worker, seconds, plans, impls, signature, outcome = fields
+        bad = (
+            type(seed) is not int
+            or status not in STATUSES
+            or not isinstance(worker, str)
+            or type(seconds) not in (int, float)
+            or type(plans) is not int
+            or not (signature is None or isinstance(signature, str))
+        )
+        if bad:
+            raise ValueError("a value of the wrong kind")
+        stats = json.loads(impls)
+        kept = None if outcome is None else json.loads(outcome)
+        if not (kept is None or isinstance(kept, dict)):
+            raise ValueError("an outcome that is not an object")
+        row_impls = tuple(tuple(i) for i in stats)
+    except (ValueError, TypeError, RecursionError) as exc:
+        seed = fields[0] if fields else "?"
+        raise damaged(path, f"the row of seed {str(seed)[:30]}: {exc}") from None
+    return Row(seed, status, worker, seconds, plans, row_impls, signature, kept)
+
+
 @dataclass(frozen=True)
 class Row:
     """One finished scenario as the store holds it."""
@@ -122,22 +159,47 @@ class CampaignStore:
         refused; without, the store must exist (``campaign report``)."""
         root = Path(directory)
         path = root / STORE_FILE
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            # the store is written only inside the campaign directory, never through a link
+            raise UsageError(
+                f"{path}: is a symbolic link or not a regular file; tracediff keeps a "
+                "campaign's store only inside its directory: remove it or give another --out"
+            )
         if identity is None and not path.is_file():
             raise UsageError(f"{root}: no campaign here ({STORE_FILE} does not exist)")
         if identity is not None:
+            if not root.exists() and not root.parent.is_dir():
+                raise OutputError(
+                    f"--out {root}: directory {root.parent} does not exist; create it first "
+                    "(tracediff creates only the last directory of the path)"
+                )
             try:
-                root.mkdir(parents=True, exist_ok=True)
+                root.mkdir(exist_ok=True)
             except OSError as exc:
                 raise OutputError(f"--out {root}: cannot create it: {exc.strerror}") from None
+        existed = path.is_file() and path.stat().st_size > 0
         try:
             db = sqlite3.connect(str(path))
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+            if existed and not {"meta", "results"} <= tables:
+                db.close()
+                missing = sorted({"meta", "results"} - tables)
+                raise TraceFormatError(
+                    str(path),
+                    f"not a campaign store: it has no {' or '.join(missing)} table; give "
+                    "another --out (or delete it to start fresh)",
+                )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(str(path), f"not a campaign store: {exc}") from None
+            raise damaged(path, exc) from None
         store = cls(path, db)
-        store._check(identity)
+        try:
+            store._check(identity)
+        except sqlite3.DatabaseError as exc:
+            store._db.close()
+            raise damaged(path, exc) from None
         return store
 
     def _check(self, identity: dict[str, Any] | None) -> None:
@@ -186,7 +248,13 @@ class CampaignStore:
 
     def done(self) -> set[int]:
         """The seeds already in the store."""
-        return {seed for (seed,) in self._db.execute("SELECT seed FROM results")}
+        try:
+            seeds = {seed for (seed,) in self._db.execute("SELECT seed FROM results")}
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from None
+        if any(type(seed) is not int for seed in seeds):
+            raise damaged(self.path, "a seed that is not an integer")
+        return seeds
 
     def add(self, row: Row) -> bool:
         """Insert a row; False when its seed was already there (nothing counted twice)."""
@@ -230,19 +298,12 @@ class CampaignStore:
         query = "SELECT * FROM results"
         if findings_only:
             query += " WHERE status != 'identical'"
-        for seed, status, worker, seconds, plans, impls, signature, outcome in self._db.execute(
-            query + " ORDER BY seed"
-        ):
-            yield Row(
-                seed,
-                status,
-                worker,
-                seconds,
-                plans,
-                tuple(tuple(i) for i in json.loads(impls)),
-                signature,
-                None if outcome is None else json.loads(outcome),
-            )
+        try:
+            cursor = self._db.execute(query + " ORDER BY seed")
+            for fields in cursor:
+                yield _row(self.path, fields)
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from None
 
     def totals(self) -> Totals:
         totals = Totals()

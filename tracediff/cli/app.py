@@ -80,6 +80,8 @@ def quiet_broken_pipe(code: int) -> Iterator[None]:
     try:
         yield
     except BrokenPipeError:
+        if not stdout_gone():
+            raise
         silence_stdout()
         sys.exit(code)
 
@@ -124,40 +126,49 @@ class TracediffGroup(_HelpGroup):
             _fail_usage(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
-        debug = bool(ctx.obj and ctx.obj.get("debug"))
+        from tracediff.call import real_interrupts
+
         try:
-            return super().invoke(ctx)
+            # a real Ctrl-C raises tracediff.call.Interrupted while a command runs, so that
+            # the call sites of implementation code tell it from the implementation's own
+            with real_interrupts():
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.Abort):
             raise
         except click.exceptions.NoArgsIsHelpError:
             raise
         except click.UsageError as exc:
-            if debug:
+            if _debug(ctx):
                 raise
             _fail_usage(exc)
         except click.ClickException as exc:  # e.g. FileError, whose own exit code is 1
-            if debug:
+            if _debug(ctx):
                 raise
             _fail(_one_line(exc.format_message()), EXIT_USAGE)
         except TracediffError as exc:
-            if debug:
+            if _debug(ctx):
                 raise
             _fail(_one_line(str(exc)), exc.exit_code)
-        except KeyboardInterrupt:
-            if debug:
+        except KeyboardInterrupt as exc:  # a real Ctrl-C (or SIGTERM) outside a run
+            if _debug(ctx):
                 raise
-            _fail("interrupted", exit_interrupted(signal.SIGINT))
-        except BrokenPipeError:
-            # The reader of our output went away (| head): not an error of the command.
-            silence_stdout()
-            sys.exit(EXIT_OK)
+            _fail("interrupted", exit_interrupted(getattr(exc, "signum", signal.SIGINT)))
+        except BrokenPipeError as exc:
+            if stdout_gone():
+                # The reader of our output went away (| head): not an error of the command.
+                silence_stdout()
+                sys.exit(EXIT_OK)
+            # Any other pipe (a worker's, a fork server's, a FIFO given as --json) is no
+            # reason to claim success: one line, as for any file that cannot be written.
+            if _debug(ctx):
+                raise
+            _fail(_one_line(f"{_where(exc)}{exc.strerror or exc}"), EXIT_USAGE)
         except OSError as exc:
-            if debug:
+            if _debug(ctx):
                 raise
-            where = f"{exc.filename}: " if exc.filename else ""
-            _fail(_one_line(f"{where}{exc.strerror or exc}"), EXIT_USAGE)
+            _fail(_one_line(f"{_where(exc)}{exc.strerror or exc}"), EXIT_USAGE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 3
-            if debug:
+            if _debug(ctx):
                 raise
             _fail(
                 _one_line(
@@ -166,6 +177,32 @@ class TracediffGroup(_HelpGroup):
                 ),
                 EXIT_INTERNAL,
             )
+
+
+def _where(exc: OSError) -> str:
+    return f"{exc.filename}: " if exc.filename else ""
+
+
+def stdout_gone() -> bool:
+    """Whether this process's stdout is a pipe whose reader has gone away: the one broken
+    pipe that means "stop writing" rather than a failure (poll reports POLLERR on the write
+    end of a pipe with no reader)."""
+    import select
+
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return any(mask & (select.POLLERR | select.POLLHUP) for _fd, mask in events)
+
+
+def _debug(ctx: click.Context) -> bool:
+    # Read when a failure is handled, not before the command runs: --debug is set by the
+    # group's own callback, which runs inside invoke().
+    return bool(ctx.obj and ctx.obj.get("debug"))
 
 
 def _fail_usage(exc: click.UsageError) -> NoReturn:

@@ -27,6 +27,9 @@ from tracediff.cli.output import text_console
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
+MAX_EXAMPLES = 1_000_000  # fuzz: generated scenarios; days of fuzzing, more is a typo
+
+
 DEFAULT_IMPLS = ("reference", "optimized")
 # The defaults, imported without the shrinker itself (it is loaded when a command runs).
 DEFAULT_EVALUATIONS = 2000  # tracediff.shrink.DEFAULT_EVALUATIONS
@@ -425,6 +428,10 @@ def fuzz(
     options = _shrink_options(budget, timeout_s, max_seconds, timeout_old)
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
         raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
+    if max_examples > MAX_EXAMPLES:
+        raise UsageError(
+            f"--max-examples must be at most {MAX_EXAMPLES:,}, got {str(max_examples)[:30]}"
+        )
     if max_requests > MAX_REQUESTS:
         raise UsageError(f"--max-requests must be at most {MAX_REQUESTS}, got {max_requests}")
     specs = resolve_impls(impls, check, DEFAULT_IMPLS)

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from tracediff.call import ImplementationFailed
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
@@ -19,7 +20,7 @@ from tracediff.cli.app import (
     resolve_scenarios,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport
-from tracediff.errors import SchedulerFault, TracediffError, UsageError
+from tracediff.errors import UsageError
 from tracediff.impls import parse_impl
 
 
@@ -55,14 +56,16 @@ def record(profile_name: str | None, seed: int, impl: str, check: bool, output: 
     spec = parse_impl(impl, check=check)
     check_output_file(output, "-o/--output")
     try:
-        path = write_trace(scenario, spec, ".", output)
-    except (TracediffError, OSError):
-        raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation failed: a finding
-        raise SchedulerFault(
-            f"{spec.name} failed on {scenario.profile}:{scenario.seed}: "
-            f"{type(exc).__name__}: {exc}; nothing written (tracediff run shows the traceback)"
-        ) from None
+        # every call of the implementation goes through tracediff.call: what it raises is
+        # exit 1, never mistaken for a failure to write the file
+        path = write_trace(scenario, spec, ".", output, guarded=True)
+    except ImplementationFailed as failed:
+        raise ImplementationFailed(
+            failed.impl,
+            failed.when,
+            failed.error,
+            f"recording {scenario.profile}:{scenario.seed}; nothing written",
+        ) from failed.error
     click.echo(f"wrote {path}: {scenario.features()}")
 
 

@@ -26,7 +26,7 @@ from tracediff.compare.model import (
     StepOutcome,
 )
 from tracediff.compare.signature import group_signatures
-from tracediff.errors import TraceFormatError
+from tracediff.errors import NESTING, TraceFormatError
 
 FORMAT = "tracediff-diff-report"
 VERSION = 1
@@ -264,6 +264,8 @@ def loads(text: str, path: str = "<report>") -> DiffReport:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(path, f"not a JSON report: {exc}") from None
+    except RecursionError:
+        raise TraceFormatError(path, f"not a JSON report: {NESTING}") from None
     r = _Reader(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else None

@@ -32,6 +32,8 @@ __all__ = [
 
 LOCAL, INLINE, DASK, DASK_LOCAL = "local", "inline", "dask", "dask-local"
 _DASK_LOCAL = re.compile(r"^dask-local(?::(\d+))?$")
+# a host name or IPv4 address, or an IPv6 address in brackets; then the port
+_HOST_PORT = re.compile(r"(?P<host>[\w.\-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})")
 MAX_LOCAL_WORKERS = 1024
 
 
@@ -58,10 +60,11 @@ def parse_executor(text: str | None) -> ExecutorSpec:
         return ExecutorSpec(INLINE, text=value)
     if value.startswith("dask://"):
         address = value[len("dask://") :]
-        if not re.fullmatch(r"[\w.\-\[\]:]+:\d{1,5}", address):
+        match = _HOST_PORT.fullmatch(address)
+        if match is None or not 1 <= int(match.group("port")) <= 65535:
             raise UsageError(
-                f"--executor {value}: give the scheduler as dask://HOST:PORT, e.g. "
-                "dask://10.0.0.5:8786"
+                f"--executor {value}: give the scheduler as dask://HOST:PORT (PORT 1 to "
+                "65535; an IPv6 host in brackets: dask://[::1]:8786), e.g. dask://10.0.0.5:8786"
             )
         return ExecutorSpec(DASK, address=f"tcp://{address}", text=value)
     match = _DASK_LOCAL.match(value)

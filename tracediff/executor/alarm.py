@@ -16,10 +16,12 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from tracediff.call import HarnessSignal
 
-class ScenarioTimeout(BaseException):
+
+class ScenarioTimeout(HarnessSignal):
     """The time limit expired. Not an ``Exception``, so that an implementation's own
-    ``except Exception`` cannot swallow it."""
+    ``except Exception`` cannot swallow it; a :class:`HarnessSignal`, never its failure."""
 
 
 @contextmanager

@@ -60,6 +60,7 @@ class Outcome:
     worker: str = ""  # which worker ran it (for throughput per worker)
     attempts: int = 1  # workers it was given to
     leftovers: tuple[str, ...] = ()  # processes the task left running, killed: "pid (name)"
+    tampered: bool = False  # the task wrote to the worker's channel to the parent
 
     def death(self) -> str:
         """How the (last) worker died, in words."""

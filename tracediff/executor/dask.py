@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any
 
-from tracediff.errors import TracediffError, UsageError
+from tracediff.errors import ExecutorLost, TracediffError, UsageError
 from tracediff.executor.base import ATTEMPTS, DIED, FAILED, Executor, Guard, Outcome, Task
 
 EXTRA = "pip install 'tracediff-harness[dask]'"
@@ -44,6 +44,7 @@ IN_FLIGHT_PER_WORKER = 4  # chunks queued per worker: keeps workers busy, memory
 # one), as much as a small scenario; a chunk pays it once. A chunk is retried item by item.
 CHUNK = 8
 CONNECT_TIMEOUT_S = 30
+PROBE_TIMEOUT_S = 5  # for a TCP connection to the scheduler's port, before the client's
 
 
 def _distributed(flag: str) -> Any:
@@ -74,6 +75,7 @@ class DaskExecutor(Executor):
         import dask
 
         self._memory_limit_mb = memory_limit_mb
+        self._flag = flag
         self._cluster: Any = None
         self._token = uuid.uuid4().hex[:12]
         self._submitted = 0
@@ -102,6 +104,10 @@ class DaskExecutor(Executor):
                     f"{type(exc).__name__}: {exc}"
                 ) from None
         else:
+            _reachable(address, flag)  # a port where nothing listens: one line, at once
+            # the client logs each failed reconnection with a traceback once a scheduler is
+            # lost; tracediff says it in one line (ExecutorLost)
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
             try:
                 self._client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:
@@ -161,6 +167,9 @@ class DaskExecutor(Executor):
                 submit_next()
             for future in completed:
                 batch, _future = in_flight.pop(future.key)
+                if self._lost(future):
+                    in_flight[future.key] = (batch, future)
+                    raise self._lost_error(in_flight)
                 outcomes = self._outcomes(batch, future)
                 future.release()
                 if outcomes is None:  # a chunk whose workers died: each item on its own
@@ -172,10 +181,38 @@ class DaskExecutor(Executor):
                     for outcome in outcomes:
                         on_outcome(outcome)
                 submit_next()
+        except ExecutorLost:
+            raise
+        except Exception as exc:
+            # the client's own errors (ClosedClientError, CommClosedError, a timeout) once
+            # the scheduler is gone are the cluster's loss, not the scenarios'
+            if self._connected():
+                raise
+            raise self._lost_error(in_flight) from exc
         except BaseException:
             with contextlib.suppress(Exception):
                 self._client.cancel([f for _b, f in in_flight.values()])
             raise
+
+    def _connected(self) -> bool:
+        return str(getattr(self._client, "status", "running")) == "running"
+
+    def _lost(self, future: Any) -> bool:
+        """Whether ``future`` ended because the cluster went away (the scheduler, the
+        connection), not because of its task: nothing may be concluded about its items."""
+        if future.status == "finished":
+            return False
+        if future.status in ("cancelled", "lost") or not self._connected():
+            return True
+        return False
+
+    def _lost_error(self, in_flight: dict[str, tuple[list[tuple[int, Any]], Any]]) -> ExecutorLost:
+        pending = sum(len(batch) for batch, _f in in_flight.values())
+        return ExecutorLost(
+            f"--executor {self._flag}: lost the Dask scheduler mid-run; the {pending} "
+            "scenarios in flight were not recorded: start the scheduler again and rerun the "
+            "command (a campaign resumes from its store, run and gate with --resume DIR)"
+        )
 
     def _outcomes(self, batch: list[tuple[int, Any]], future: Any) -> list[Outcome] | None:
         if future.status == "finished":
@@ -209,6 +246,24 @@ class DaskExecutor(Executor):
         if self._cluster is not None:
             with contextlib.suppress(Exception):
                 self._cluster.close()
+
+
+def _reachable(address: str, flag: str) -> None:
+    """Fail at once (exit 2) when nothing accepts a TCP connection at ``address``
+    (``tcp://HOST:PORT``): Dask's client would retry for its whole connect timeout."""
+    import socket
+
+    host, _sep, port = address.removeprefix("tcp://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = reason or "timed out"
+        raise UsageError(
+            f"--executor {flag}: cannot reach a Dask scheduler at {address} ({reason}); "
+            "start one (dask scheduler) or check the address"
+        ) from None
 
 
 def _killed_worker_type(distributed: Any) -> type[BaseException]:

@@ -38,6 +38,7 @@ import faulthandler
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -53,7 +54,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import UsageError
+from tracediff.call import HarnessSignal
+from tracediff.errors import UsageError, WorkerStartError
 from tracediff.executor.base import (
     ATTEMPTS,
     DIED,
@@ -73,10 +75,20 @@ STACK_WAIT_S = 0.5
 STOP_WAIT_S = 1.0
 # Below this much headroom over what a worker already uses, --memory-limit cannot work.
 MEMORY_HEADROOM_MB = 32
+TAMPERED = (
+    "the implementation wrote to tracediff's worker channel (a message without the task's "
+    "token): its worker was stopped; an implementation must not write to inherited "
+    "descriptors"
+)
+# Tries to fork a worker, each after restarting a fork server that died under it.
+START_ATTEMPTS = 4
+# The exit status multiprocessing gives a forkserver worker whose status never came: the
+# fork server that would have reported it is gone.
+FORKSERVER_LOST = 255
 _PRELOAD = ["tracediff.runner"]
 
 
-class WorkerStop(BaseException):
+class WorkerStop(HarnessSignal):
     """Raised in a worker by SIGTERM: unwinds the task (not an ``Exception``, so that a
     task's own error handling does not swallow it)."""
 
@@ -94,6 +106,8 @@ class _Slot:
     attempts: int = 0
     started: float = 0.0
     deadline: float | None = None
+    server: int | None = None  # the pid of the fork server that forked it
+    token: int = 0  # the current task's: every message about it must carry it
 
 
 class LocalPool(Executor):
@@ -128,6 +142,13 @@ class LocalPool(Executor):
         try:
             while True:
                 while retry or not exhausted:
+                    busy = self._busy()
+                    # A task whose worker died runs again *alone*: a worker can die of what
+                    # another task did (one that kills the fork server takes every worker it
+                    # forked with it), and only a death with nothing else running is the
+                    # task's own.
+                    if any(slot.attempts > 1 for slot in busy) or (retry and busy):
+                        break
                     slot = self._idle_slot()
                     if slot is None:
                         break
@@ -174,19 +195,38 @@ class LocalPool(Executor):
         self._started += 1
         if self._stack_dir is None:
             self._stack_dir = Path(tempfile.mkdtemp(prefix="tracediff-workers-"))
-        parent_end, child_end = self._context.Pipe(duplex=True)
         progress = self._context.RawArray("q", PROGRESS_SLOTS)
         stack_path = self._stack_dir / f"worker-{self._started}.stack"
         name = f"tracediff-worker-{self._started}"
-        process = self._context.Process(  # type: ignore[attr-defined]
-            target=_worker_main,
-            args=(child_end, progress, str(stack_path), self._memory_limit_mb),
-            name=name,
-            daemon=True,
-        )
-        process.start()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            parent_end, child_end = self._context.Pipe(duplex=True)
+            process = self._context.Process(  # type: ignore[attr-defined]
+                target=_worker_main,
+                args=(child_end, progress, str(stack_path), self._memory_limit_mb),
+                name=name,
+                daemon=True,
+            )
+            try:
+                process.start()
+                break
+            except (EOFError, OSError) as exc:
+                # The fork server died (an implementation killed its worker's parent, or
+                # the kernel did) while this worker was being forked: a plumbing failure,
+                # never the command's outcome. Start a new server and try again.
+                parent_end.close()
+                child_end.close()
+                if attempt == START_ATTEMPTS:
+                    raise WorkerStartError(
+                        f"cannot start a worker process ({_one_line(exc)}) after "
+                        f"{START_ATTEMPTS} attempts; check the machine's process and file "
+                        "limits (ulimit -u, ulimit -n)"
+                    ) from exc
+                _restart_fork_server()
+                time.sleep(0.05 * attempt)
         child_end.close()
-        return _Slot(process, parent_end, progress, stack_path, f"local-{self._started}")
+        slot = _Slot(process, parent_end, progress, stack_path, f"local-{self._started}")
+        slot.server = _fork_server_pid()
+        return slot
 
     def _assign(
         self,
@@ -200,8 +240,9 @@ class LocalPool(Executor):
         slot.task, slot.index, slot.payload, slot.attempts = task, index, payload, attempts
         slot.started = time.monotonic()
         slot.deadline = None if deadline_s is None else slot.started + deadline_s
+        slot.token = secrets.randbits(63) | 1
         try:
-            slot.conn.send((task, index, payload))
+            slot.conn.send((task, index, payload, slot.token))
         except OSError:
             pass  # the worker is gone; _collect reports it as died with this task
 
@@ -230,6 +271,11 @@ class LocalPool(Executor):
                 outcome = self._handle(slot, message)
                 if outcome is not None:
                     ended.append((outcome, None))
+                    if outcome.tampered:  # the channel cannot be trusted from here on
+                        self._discard(slot)
+                        break
+            if slot not in self._slots:
+                continue
             if not slot.process.is_alive():
                 if slot.index is not None:
                     slot.process.join(STOP_WAIT_S)
@@ -240,7 +286,11 @@ class LocalPool(Executor):
                     )
                     stack = _read_stack(slot.stack_path)
                     exitcode = slot.process.exitcode
-                    ended.append((self._release(slot, DIED, exitcode=exitcode, stack=stack), again))
+                    detail = ""
+                    if exitcode == FORKSERVER_LOST and _gone(slot.server, STOP_WAIT_S):
+                        exitcode, detail = None, "its parent, the fork server, was killed"
+                    died = self._release(slot, DIED, exitcode=exitcode, stack=stack, detail=detail)
+                    ended.append((died, again))
                 self._discard(slot)
             elif slot.deadline is not None and time.monotonic() >= slot.deadline:
                 stack = _stop_hung(slot)
@@ -249,17 +299,25 @@ class LocalPool(Executor):
         return ended
 
     def _handle(self, slot: _Slot, message: Any) -> Outcome | None:
+        # Every message names the task's token, which only the worker's own loop holds: a
+        # message without it was written by the task itself (an implementation writing to
+        # the inherited channel), and is that scenario's finding, never obeyed.
+        if not (isinstance(message, tuple) and len(message) >= 3 and message[1] == slot.token):
+            return self._release(slot, FAILED, detail=TAMPERED, tampered=True)
         kind = message[0]
-        if kind == "fatal":
-            raise UsageError(message[1])
-        if kind == "extend":
-            slot.deadline = time.monotonic() + float(message[1])
-            return None
-        if kind == DONE:
-            return self._release(slot, DONE, value=message[2], leftovers=tuple(message[3]))
-        if kind == FAILED:
-            return self._release(slot, FAILED, detail=message[2])
-        return None
+        try:
+            if kind == "fatal":
+                raise UsageError(str(message[2]))
+            if kind == "extend":
+                slot.deadline = time.monotonic() + float(message[2])
+                return None
+            if kind == DONE:
+                return self._release(slot, DONE, value=message[3], leftovers=tuple(message[4]))
+            if kind == FAILED:
+                return self._release(slot, FAILED, detail=str(message[3]))
+        except (IndexError, TypeError, ValueError):
+            pass
+        return self._release(slot, FAILED, detail=TAMPERED, tampered=True)
 
     def _release(self, slot: _Slot, kind: str, **fields: Any) -> Outcome:
         index = slot.index if slot.index is not None else -1
@@ -303,6 +361,52 @@ class LocalPool(Executor):
         if self._stack_dir is not None:
             shutil.rmtree(self._stack_dir, ignore_errors=True)
             self._stack_dir = None
+
+
+def _fork_server_pid() -> int | None:
+    """The pid of the fork server this process started, if any (CPython internals)."""
+    with contextlib.suppress(Exception):
+        from multiprocessing import forkserver
+
+        pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+        return pid if isinstance(pid, int) else None
+    return None
+
+
+def _gone(pid: int | None, wait_s: float = 0.0) -> bool:
+    """Whether process ``pid`` has exited, or does within ``wait_s`` (a zombie counts: it is
+    not reaped here, which would confuse CPython's own bookkeeping of its fork server). A
+    process being killed closes its descriptors a moment before it becomes a zombie: a
+    worker's sentinel can tell of the fork server's death before /proc does."""
+    if pid is None:
+        return False
+    give_up = time.monotonic() + wait_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() >= give_up:
+            return False
+        time.sleep(0.01)
+
+
+def _restart_fork_server() -> None:
+    """Forget a fork server that died (or no longer answers): the next start launches a new
+    one. CPython's ``ensure_running`` only notices a server that has already been reaped; one
+    killed a moment ago still looks alive to it, and every start would fail."""
+    with contextlib.suppress(Exception):
+        from multiprocessing import forkserver
+
+        server = getattr(forkserver, "_forkserver", None)  # CPython internals, best effort
+        pid = getattr(server, "_forkserver_pid", None)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # one that hangs is of no use either
+        if server is not None:
+            server._stop()
 
 
 def _kill_group(process: BaseProcess) -> None:
@@ -395,12 +499,8 @@ def _worker_main(
     if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, stack_file, all_threads=True)
     try:
-        if memory_limit_mb is not None:
-            problem = _limit_memory(memory_limit_mb)
-            if problem:
-                conn.send(("fatal", problem))
-                return
-        _serve(conn, progress)
+        problem = "" if memory_limit_mb is None else _limit_memory(memory_limit_mb)
+        _serve(conn, progress, problem)
     except WorkerStop:
         pass
     finally:
@@ -408,11 +508,14 @@ def _worker_main(
             conn.close()
 
 
-def _serve(conn: Connection, shared: Any) -> None:
+def _serve(conn: Connection, shared: Any, problem: str = "") -> None:
+    """Run tasks until told to stop. ``problem``: why this worker cannot work (answered to
+    its first task, with that task's token, as every message is)."""
     progress = memoryview(shared).cast("B").cast("q")  # faster stores than the ctypes array
+    token = 0
 
     def notify(seconds: float) -> None:
-        conn.send(("extend", seconds))
+        conn.send(("extend", token, seconds))
 
     while True:
         try:
@@ -421,20 +524,25 @@ def _serve(conn: Connection, shared: Any) -> None:
             return
         if message is None:
             return
-        task, index, payload = message
+        task, index, payload, token = message
+        if problem:
+            conn.send(("fatal", token, problem))
+            return
         progress[0], progress[1] = -1, 0
         try:
             value = task(payload, progress, notify)
         except WorkerStop:
             raise
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, worker goes on
-            conn.send((FAILED, index, "".join(traceback.format_exception(exc)).rstrip()))
+            detail = "".join(traceback.format_exception(exc)).rstrip()
+            conn.send((FAILED, token, index, detail))
             continue
         leftovers = _stop_children()
         try:
-            conn.send((DONE, index, value, leftovers))
+            conn.send((DONE, token, index, value, leftovers))
         except Exception as exc:  # noqa: BLE001 - a value that cannot be pickled
-            conn.send((FAILED, index, f"the task's result cannot be sent back: {_one_line(exc)}"))
+            detail = f"the task's result cannot be sent back: {_one_line(exc)}"
+            conn.send((FAILED, token, index, detail))
 
 
 def _stop_children() -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.call import passes_through
 from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
 from tracediff.executor import (
@@ -23,11 +24,6 @@ from tracediff.executor import (
 )
 from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
 from tracediff.impls import ImplSpec, load
-
-# CI detection lives with the project's settings; golden and shrink both ask it where a CI
-# run's output goes.
-from tracediff.project import artifacts_dir as artifacts_dir
-from tracediff.project import in_ci as in_ci
 from tracediff.runner import private_copy
 from tracediff.scenario.model import Scenario
 from tracediff.trace import BodyDigest, encode
@@ -122,9 +118,9 @@ DigestWork = tuple[Scenario, ImplSpec, float | None, str | None]
 def _digest_task(args: DigestWork, progress: Any, _notify: Any) -> Digested:
     try:
         return digest_scenario(*args)
-    except KeyboardInterrupt:
-        if progress is None:
-            raise  # in this process, Ctrl-C is the user's
+    except KeyboardInterrupt as exc:
+        if progress is None and passes_through(exc):
+            raise  # in this process, a real Ctrl-C is the user's
         scenario, spec, _timeout, _expected = args
         return _failed_digest(scenario, "error", f"{spec.name} raised KeyboardInterrupt")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import TraceFormatError
+from tracediff.errors import NESTING, TraceFormatError
 from tracediff.filenames import component, inside
 from tracediff.impls import ImplSpec
 from tracediff.project import ENVIRONMENT
@@ -112,12 +112,12 @@ def parse_manifest(data: Any, path: str) -> Manifest:
     try:
         entries = tuple(
             Entry(
-                seed=int(row["seed"]),
-                digest=str(row["digest"]),
-                plans=int(row["plans"]),
-                records=int(row["records"]),
-                bytes=int(row["bytes"]),
-                scenario=str(row.get("scenario", "")),
+                seed=_count(row["seed"], "seed", MAX_SEED),
+                digest=_hex(row["digest"], "digest", (DIGEST_CHARS,)),
+                plans=_count(row["plans"], "plans"),
+                records=_count(row["records"], "records"),
+                bytes=_count(row["bytes"], "bytes"),
+                scenario=_hex(row.get("scenario", ""), "scenario", (0, SCENARIO_HASH_CHARS)),
             )
             for row in data["scenarios"]
         )
@@ -126,7 +126,7 @@ def parse_manifest(data: Any, path: str) -> Manifest:
             impl=str(data["impl"]),
             tracediff=str(data.get("tracediff", "")),
             scenarios=entries,
-            traces=tuple(int(s) for s in data.get("traces", ())),
+            traces=tuple(_count(s, "traces", MAX_SEED) for s in data.get("traces", ())),
         )
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         # a row that is no object, a count of inf or "x": the file's fault, named
@@ -134,6 +134,26 @@ def parse_manifest(data: Any, path: str) -> Manifest:
     if len({e.seed for e in entries}) != len(entries):
         raise TraceFormatError(path, "malformed golden manifest: a seed appears twice")
     return manifest
+
+
+MAX_SEED = 2**53 - 1
+DIGEST_CHARS = 64  # a sha256 in hex
+
+
+def _count(value: Any, field: str, limit: int = 2**63 - 1) -> int:
+    """A manifest's integer: an int (not a bool, a float or a string of digits), 0..limit;
+    a malformed one is the file's fault (exit 2), never a mismatch."""
+    if type(value) is not int or not 0 <= value <= limit:
+        raise ValueError(f"{field} {str(value)[:40]!r} is not an integer from 0 to {limit}")
+    return value
+
+
+def _hex(value: Any, field: str, lengths: tuple[int, ...]) -> str:
+    if not isinstance(value, str) or len(value) not in lengths or value.strip("0123456789abcdef"):
+        raise ValueError(
+            f"{field} {str(value)[:70]!r} is not {' or '.join(map(str, lengths))} hex digits"
+        )
+    return value
 
 
 def read_manifest(path: str | Path) -> Manifest:
@@ -148,6 +168,8 @@ def read_manifest(path: str | Path) -> Manifest:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(name, f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise TraceFormatError(name, f"not a golden manifest: {NESTING}") from None
     return parse_manifest(data, name)
 
 

@@ -32,11 +32,7 @@ from tracediff.golden.manifest import (
     trace_path,
 )
 from tracediff.impls import ImplSpec, parse_impl
-
-# CI detection lives with the project's settings; golden and shrink both ask it where a CI
-# run's output goes.
-from tracediff.project import artifacts_dir as artifacts_dir
-from tracediff.project import in_ci as in_ci
+from tracediff.project import artifacts_dir, in_ci
 from tracediff.scenario.model import Scenario
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracediff import __version__
+from tracediff.call import Guarded, construct
 from tracediff.engine.driver import header_record
-from tracediff.errors import SchedulerFault, TracediffError
 from tracediff.impls import ImplSpec, load
 from tracediff.live import require_torch
 from tracediff.live.engine import DTYPES, DeviceOptions, GraphPool, build_engine, torch_settings
@@ -82,7 +82,7 @@ def run_live(
         engine, capture = build_engine(model, executor, scenario.params)
         settings = {**settings, **capture}
         try:
-            scheduler = _guarded(_construct(spec, scenario), spec.name)
+            scheduler = Guarded(_construct(spec, scenario), spec.name)
             header = header_record(scenario)
             header["live"] = _live_header(settings, options, workload)
             started = time.time()
@@ -174,39 +174,6 @@ def _check_greedy(
 
 def _construct(spec: ImplSpec, scenario: Any) -> Any:
     """The implementation, on a private copy of the scenario (as ``run`` and ``replay`` give
-    it); a constructor that fails is a finding, like any other failure of the implementation."""
-    factory = load(spec)
-    try:
-        return factory(private_copy(scenario))
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation's failure
-        raise SchedulerFault(
-            f"{spec.name}: its constructor raised {type(exc).__name__}: {exc}; fix the "
-            "implementation"
-        ) from None
-
-
-class _guarded:
-    """The scheduler, with anything it raises turned into a finding (exit 1), as in ``run``."""
-
-    def __init__(self, scheduler: Any, name: str) -> None:
-        self._scheduler = scheduler
-        self._name = name
-
-    def arrive(self, spec: Any, now: int) -> None:
-        self._call("arrive", spec, now)
-
-    def plan(self, now: int) -> Any:
-        return self._call("plan", now)
-
-    def complete(self, event: dict[str, Any], now: int) -> Any:
-        return self._call("complete", event, now)
-
-    def _call(self, method: str, *args: Any) -> Any:
-        try:
-            return getattr(self._scheduler, method)(*args)
-        except TracediffError:
-            raise
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the implementation failing
-            raise SchedulerFault(
-                f"{self._name}.{method}() raised {type(exc).__name__}: {exc}"
-            ) from exc
+    it); a constructor that fails is a finding, like any other failure of the implementation
+    (:mod:`tracediff.call`)."""
+    return construct(spec.name, load(spec), private_copy(scenario))

@@ -8,7 +8,7 @@ only words what :mod:`tracediff.compare` found.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tracediff.compare.model import (
@@ -42,18 +42,45 @@ def short(value: Any, limit: int = 48) -> str:
     """A value as a reader wants it: floats in full (their last digits are the point)."""
     if value is None:
         return "—"
-    text = repr(value) if isinstance(value, float) else _compact(value)
+    text = repr(value) if isinstance(value, float) else _compact(value, limit + 1)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _compact(value: Any) -> str:
+# Characters of a value's text built at most: a table of 300,000 rows is not written out
+# whole to show 48 characters of it.
+TEXT_BUDGET = 100_000
+
+
+def _compact(value: Any, budget: int = TEXT_BUDGET) -> str:
+    """``value`` as compact text, at most ``budget`` characters (then cut, with "…")."""
+    parts: list[str] = []
+    used = 0
+    for piece in _pieces(value):
+        parts.append(piece)
+        used += len(piece)
+        if used >= budget:
+            return "".join(parts)[:budget] + "…"
+    return "".join(parts)
+
+
+def _pieces(value: Any) -> Iterator[str]:
     if isinstance(value, list):
-        return "[" + ", ".join(_compact(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+        yield "["
+        for i, item in enumerate(value):
+            if i:
+                yield ", "
+            yield from _pieces(item)
+        yield "]"
+    elif isinstance(value, dict):
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield f"{', ' if i else ''}{key}: "
+            yield from _pieces(item)
+        yield "}"
+    elif isinstance(value, float):
+        yield repr(value)
+    else:
+        yield str(value)
 
 
 def where(d: Divergence) -> str:

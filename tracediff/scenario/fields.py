@@ -11,6 +11,7 @@ here: the annotation is the schema.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from typing import Any
@@ -37,8 +38,7 @@ def fields_of(cls: Any, data: Any, where: str, *, partial: bool = False) -> dict
     float where a float belongs, lists to tuples)."""
     if not isinstance(data, dict):
         raise FieldError(f"{where} is {type(data).__name__} {shown(data)}, expected a table")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints, fields = _schema(cls)
     unknown = sorted(str(k) for k in data if k not in fields)
     if unknown:
         raise FieldError(f"{where} has unknown keys {unknown}; allowed: {sorted(fields)}")
@@ -53,6 +53,13 @@ def fields_of(cls: Any, data: Any, where: str, *, partial: bool = False) -> dict
         if required:
             raise FieldError(f"{where} lacks {required}")
     return {key: conform(value, hints[key], f"{where}.{key}") for key, value in data.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(cls: Any) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """A dataclass's resolved annotations and fields, once per class: resolving annotations
+    costs far more than checking a value, and a scenario file holds many requests."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
 
 
 def conform(value: Any, hint: Any, where: str) -> Any:

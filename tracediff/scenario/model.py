@@ -21,6 +21,13 @@ MAX_DRAFT = 7
 # ``(kind, b_pad, width-or-tokens)``; the scheduler's formulas use the same numbers.
 RECT = 0
 RAGGED = 1
+# A scenario's documented bounds (docs/profiles.md): request counts 1..64, and no request
+# generating or prompting more than MAX_TOKENS tokens (the largest profile: 600 and 4096;
+# bench's cells: 10**6, so that no request finishes while it is timed). Checked before any
+# work, so a forged scenario cannot make a reader run for minutes.
+MAX_REQUESTS = 64
+MAX_SEED = 2**53 - 1  # seeds as the profiles' seed sets allow them
+MAX_TOKENS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,12 @@ class Scenario:
             requests_in = data["requests"]
             if not isinstance(requests_in, list):
                 raise FieldError(f"requests is {type(requests_in).__name__}, expected a list")
+            if len(requests_in) > MAX_REQUESTS:
+                # before any work: a forged header of 200,000 requests costs nothing
+                raise FieldError(
+                    f"requests holds {len(requests_in):,}, more than the {MAX_REQUESTS} a "
+                    "scenario may have"
+                )
             scenario = cls(
                 profile=checked["profile"],
                 seed=checked["seed"],
@@ -240,6 +253,10 @@ class Scenario:
             problems.append("copy spans need 1 <= copy_span_min <= copy_span_max")
         if t.copy_miss_max < 1 or t.knee_tokens < 0 or t.knee_factor < 0:
             problems.append("copy_miss_max >= 1, knee_tokens and knee_factor >= 0")
+        if not 0 <= self.seed <= MAX_SEED:
+            problems.append(f"seed {self.seed} must be from 0 to {MAX_SEED} (as a profile's)")
+        if not self.profile.strip() or any(ch in self.profile for ch in "\x00\n\r"):
+            problems.append(f"profile {self.profile[:40]!r} must be a name")
         ids = [r.id for r in self.requests]
         if len(set(ids)) != len(ids):
             problems.append("request ids must be unique")
@@ -248,6 +265,10 @@ class Scenario:
                 problems.append(f"request {r.id}: proposer {r.proposer!r} not in {PROPOSERS}")
             if r.max_new < 1 or r.prompt_len < 1 or r.arrival_us < 0:
                 problems.append(f"request {r.id}: max_new, prompt_len >= 1, arrival_us >= 0")
+            if r.max_new > MAX_TOKENS or r.prompt_len > MAX_TOKENS:
+                problems.append(
+                    f"request {r.id}: max_new and prompt_len must be at most {MAX_TOKENS:,}"
+                )
             if not -1 <= r.grammar_cap <= 3:
                 problems.append(f"request {r.id}: grammar_cap must be -1..3")
             if not -1 <= r.fixed_width <= MAX_DRAFT:

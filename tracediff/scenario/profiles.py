@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import ProfileError, ScenarioError, UsageError
+from tracediff.errors import NESTING, ProfileError, ScenarioError, UsageError
 from tracediff.scenario.fields import FieldError, fields_of
-from tracediff.scenario.model import ALLOCATIONS, Scenario, SchedulerParams
+from tracediff.scenario.model import ALLOCATIONS, MAX_TOKENS, Scenario, SchedulerParams
 
 PROFILE_DIR_ENV = "TRACEDIFF_PROFILES"
 GRAPHS = ("rect", "mixed")
@@ -163,6 +163,8 @@ def load_profile(name: str) -> Profile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: not a profile: {NESTING}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read profile: {exc}") from None
     return parse_profile(data, str(path), text)
@@ -173,8 +175,8 @@ def load_profile(name: str) -> Profile:
 # probability; every pair (``tuple[X, X]``) is a [low, high] range with low <= high; every
 # other number must be at least 0. A key added to Generator is checked by those rules alone.
 GENERATOR_LIMITS: dict[str, tuple[float | None, float | None]] = {
-    "max_new": (1, None),
-    "prompt_len": (1, None),
+    "max_new": (1, MAX_TOKENS),
+    "prompt_len": (1, MAX_TOKENS),
     "accept_base": (0.0, 1.0),
     "accept_decay": (0.0, 1.0),
 }
@@ -341,7 +343,12 @@ def _check_generator(generator: Generator, given: dict[str, Any], where: _Where)
         )
         for number in numbers:
             if (low is not None and number < low) or (high is not None and number > high):
-                bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+                if key.startswith(PROBABILITY_PREFIX) or key in ("accept_base", "accept_decay"):
+                    bounds = f"from {low} to {high}"
+                elif low is not None and number < low:
+                    bounds = f"at least {low}"
+                else:
+                    bounds = f"at most {high:,}"
                 raise ProfileError(f"{where('generator', key)}: {number!r} must be {bounds}")
         if pair and value[0] > value[1]:
             raise ProfileError(

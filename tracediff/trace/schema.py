@@ -507,6 +507,7 @@ class TraceChecker:
         self.schema, self.scenario = header_schema(header, name)
         self._requests = {r.id for r in self.scenario.requests}
         self._arrived: set[int] = set()
+        self._retired: set[int] = set()
         self._in_flight: list[_Round] = []
         self._now = 0
         self._round_at = self._position("round", ("request", "prefix"))
@@ -551,9 +552,24 @@ class TraceChecker:
             if row is not None and self._round_at is not None:
                 at, (request_at, prefix_at) = self._round_at
                 lanes = [(lane[request_at], lane[prefix_at]) for lane in row[at]]
+                # a round can only run requests that are there: arrived, not yet retired
+                for request, _prefix in lanes:
+                    self._present(request, f"the round of plan {record['plan']} runs request")
                 self._in_flight.append(_Round(record["plan"], lanes))
+        elif kind == "retire":
+            for request in record["requests"]:
+                self._present(request, "a retirement of request")
+                self._retired.add(request)
         elif kind == "completion" and self._round_at is not None:
             self._complete(record)
+
+    def _present(self, request: Any, what: str) -> None:
+        """``request`` has arrived and is not retired, or SchemaError: what replay would
+        otherwise blame on the implementation (a decision no scheduler could make)."""
+        if request not in self._arrived:
+            raise SchemaError(f"{what} {_shown(request)}, which has not arrived")
+        if request in self._retired:
+            raise SchemaError(f"{what} {request}, which was retired before")
 
     def _complete(self, record: dict[str, Any]) -> None:
         number = record["round"]
