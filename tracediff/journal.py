@@ -43,6 +43,7 @@ from tracediff import __version__
 from tracediff.atomic import fsync_directory
 from tracediff.errors import JournalError, OutputError
 from tracediff.fingerprint import changed
+from tracediff.outcomes import Status
 from tracediff.scenario.model import Scenario
 from tracediff.trace import encode
 
@@ -283,8 +284,6 @@ def _entry_problem(line: Any) -> str:
     """What is wrong with one journal line (a key and a result), or "" when nothing is: the
     journal is trusted no more than any other file (an entry of unknown status, a seed that
     is not an integer, would otherwise be reported as a result)."""
-    from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT
-
     if not isinstance(line, dict) or set(line) != {"key", "result"}:
         return "expected an object of 'key' and 'result'"
     key, result = line["key"], line["result"]
@@ -300,8 +299,8 @@ def _entry_problem(line: Any) -> str:
     if not isinstance(result, dict):
         return "its result is not an object"
     status = result.get("status")
-    if status not in (IDENTICAL, DIVERGED, ERROR, TIMEOUT):
-        return f"status {str(status)[:40]!r} is none of {IDENTICAL}, {DIVERGED}, {ERROR}, {TIMEOUT}"
+    if status not in tuple(Status):
+        return f"status {str(status)[:40]!r} is none of {', '.join(Status)}"
     if (result.get("profile"), result.get("seed")) != (key["profile"], seed):
         return "its result is of another scenario than its key"
     return ""

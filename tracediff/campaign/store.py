@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.errors import OutputError, TraceFormatError, UsageError
+from tracediff.outcomes import Status
 
 FORMAT = "tracediff-campaign"
 VERSION = 1
@@ -64,7 +65,7 @@ def damaged(path: Path, reason: object) -> TraceFormatError:
     )
 
 
-STATUSES = ("identical", "diverged", "error", "timeout")
+STATUSES = tuple(Status)  # the one vocabulary of scenario outcomes
 
 
 def _row(path: Path, fields: tuple[Any, ...]) -> Row:
