@@ -191,7 +191,7 @@ def test_cli_budget_and_limits_are_checked() -> None:
 
 def test_the_cli_defaults_are_the_shrinkers() -> None:
     from tracediff import fuzz, shrink
-    from tracediff.cli import shrink as cli
+    from tracediff.cli import shrink_options as cli
 
     assert cli.DEFAULT_EVALUATIONS == shrink.DEFAULT_EVALUATIONS
     assert cli.DEFAULT_SHRINK_EVALUATIONS == fuzz.DEFAULT_SHRINK_EVALUATIONS

@@ -12,6 +12,7 @@ from tracediff.cli import (  # noqa: F401
     bench,
     campaign,
     coverage,
+    fuzz,
     gate,
     golden,
     impls,

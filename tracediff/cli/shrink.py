@@ -1,16 +1,13 @@
-"""``tracediff shrink`` and ``tracediff fuzz``: small repros of divergences."""
+"""``tracediff shrink``: a diverging scenario made small, with the same signature."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from tracediff.cli import settings
@@ -19,117 +16,23 @@ from tracediff.cli.app import (
     EXIT_OK,
     SEED,
     check_output_file,
-    check_seconds,
     main,
     resolve_impls,
 )
 from tracediff.cli.output import text_console
+from tracediff.cli.shrink_options import (
+    DEFAULT_EVALUATIONS,
+    DEFAULT_IMPLS,
+    impl_args,
+    progress_line,
+    save_directories,
+    shrink_budget,
+    shrink_options,
+)
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
-MAX_EXAMPLES = 1_000_000  # fuzz: generated scenarios; days of fuzzing, more is a typo
 
-
-DEFAULT_IMPLS = ("reference", "optimized")
-# The defaults, imported without the shrinker itself (it is loaded when a command runs).
-DEFAULT_EVALUATIONS = 2000  # tracediff.shrink.DEFAULT_EVALUATIONS
-DEFAULT_SHRINK_EVALUATIONS = 500  # tracediff.fuzz.DEFAULT_SHRINK_EVALUATIONS
-DEFAULT_RUN_TIMEOUT_S = 60.0  # tracediff.shrink.DEFAULT_RUN_TIMEOUT_S
-DEFAULT_MAX_SECONDS = 3600.0  # tracediff.shrink.DEFAULT_MAX_SECONDS
-MAX_REQUESTS = 64  # what a scenario may hold (the generator matrix allows 1..64)
-
-
-@contextmanager
-def _progress_line(show: bool, label: str) -> Iterator[Callable[[str], None]]:
-    """A one-line live status on stderr (only on a terminal); yields its update function."""
-    console = text_console(stderr=True)
-    if not show or not console.is_terminal:
-        yield lambda _text: None
-        return
-    with console.status(label) as status:
-        yield lambda text: status.update(f"{label} {text}")
-
-
-def _impl_args(names: tuple[str, ...]) -> str:
-    return " ".join(f"--impl {shlex.quote(n)}" for n in names)
-
-
-def _save_directories(command: Any) -> Any:
-    """--regressions and --artifacts: where --save writes (shrink and fuzz alike)."""
-    command = click.option(
-        "--artifacts",
-        default=None,
-        metavar="DIR",
-        type=click.Path(file_okay=False),
-        help="Artifacts directory (CI); default $TRACEDIFF_ARTIFACTS, the configured one, or "
-        "./artifacts.",
-    )(command)
-    return click.option(
-        "--regressions",
-        default=None,
-        metavar="DIR",
-        type=click.Path(file_okay=False),
-        help="The regression corpus --save writes into (default: the configured corpus, else "
-        "./scenarios/regressions).",
-    )(command)
-
-
-def _shrink_budget(default_budget: int) -> Callable[[Any], Any]:
-    """--budget, --timeout and --max-seconds: how far a shrink goes (shrink and fuzz alike).
-    The budget counts candidate evaluations, so the repro is the same on any machine."""
-
-    def decorate(command: Any) -> Any:
-        command = click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)(
-            command
-        )  # the old name of the total time limit, now --max-seconds
-        command = click.option(
-            "--max-seconds",
-            type=float,
-            default=None,
-            help="Safety cap on the whole shrink in wall-clock seconds (default "
-            f"{DEFAULT_MAX_SECONDS:g}); a search it stops says so, since its repro then "
-            "depends on the machine's speed.",
-        )(command)
-        command = click.option(
-            "--timeout",
-            "timeout_s",
-            type=float,
-            default=None,
-            help="Per-candidate run limit in seconds (default: the configured timeout, else "
-            f"{DEFAULT_RUN_TIMEOUT_S:g}); a candidate past it counts as a timeout.",
-        )(command)
-        return click.option(
-            "--budget",
-            type=int,
-            default=default_budget,
-            show_default=True,
-            help="Candidate evaluations the shrink may run: the same scenario, implementations "
-            "and options give the same repro on any machine.",
-        )(command)
-
-    return decorate
-
-
-def _shrink_options(
-    budget: int, timeout_s: float | None, max_seconds: float | None, timeout_old: float | None
-) -> Any:
-    from tracediff.shrink import ShrinkOptions
-
-    if timeout_old is not None and max_seconds is None:
-        max_seconds = timeout_old
-    if budget < 1:
-        raise UsageError(f"--budget must be at least 1 candidate evaluation, got {budget}")
-    timeout_s = settings.timeout(timeout_s)
-    check_seconds(timeout_s, "--timeout")
-    check_seconds(max_seconds, "--max-seconds" if timeout_old is None else "--timeout-s")
-    return ShrinkOptions(
-        max_evaluations=budget,
-        run_timeout_s=DEFAULT_RUN_TIMEOUT_S if timeout_s is None else timeout_s,
-        max_seconds=DEFAULT_MAX_SECONDS if max_seconds is None else max_seconds,
-    )
-
-
-# -- shrink -----------------------------------------------------------------------------------
 @main.command()
 @click.option(
     "--profile",
@@ -154,13 +57,13 @@ def _shrink_options(
     "with --impl).",
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
-@_shrink_budget(DEFAULT_EVALUATIONS)
+@shrink_budget(DEFAULT_EVALUATIONS)
 @click.option(
     "--save",
     is_flag=True,
     help="Write the shrunk scenario into the regression corpus (CI=true: the artifacts dir).",
 )
-@_save_directories
+@save_directories
 @click.option("--note", default="", help="A note stored with the saved scenario.")
 @click.option(
     "--traces",
@@ -214,7 +117,7 @@ def shrink(
     from tracediff.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
     from tracediff.shrink import shrink as run_shrink
 
-    options = _shrink_options(budget, timeout_s, max_seconds, timeout_old)
+    options = shrink_options(budget, timeout_s, max_seconds, timeout_old)
     profile_name = settings.profile(profile_name)
     check_output_file(json_path, "--json")
     if (seed is None) == (scenario_file is None):
@@ -229,7 +132,7 @@ def shrink(
     specs = resolve_impls(impls, check, saved_impls or DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")
-    with _progress_line(not no_progress, f"shrinking {scenario.profile}:{scenario.seed}") as show:
+    with progress_line(not no_progress, f"shrinking {scenario.profile}:{scenario.seed}") as show:
 
         def on_progress(p: ShrinkProgress) -> None:
             show(
@@ -288,18 +191,18 @@ def shrink(
         shown = settings.project().relative(saved)
         console.print(f"saved {shown}", markup=False)
         console.print(
-            f"repro: tracediff shrink --scenario {shlex.quote(shown)} {_impl_args(args)}",
+            f"repro: tracediff shrink --scenario {shlex.quote(shown)} {impl_args(args)}",
             markup=False,
         )
     elif scenario_file is not None:
         console.print(
-            f"repro: tracediff shrink --scenario {shlex.quote(scenario_file)} {_impl_args(args)}",
+            f"repro: tracediff shrink --scenario {shlex.quote(scenario_file)} {impl_args(args)}",
             markup=False,
         )
     else:
         console.print(
             f"repro: tracediff shrink --profile {shlex.quote(profile_name)} --seed "
-            f"{scenario.seed} {_impl_args(args)} --save",
+            f"{scenario.seed} {impl_args(args)} --save",
             markup=False,
         )
     traces: list[str] = []
@@ -329,7 +232,7 @@ def _refuse_code_named_by_data(path: str, names: tuple[str, ...]) -> None:
     if foreign:
         raise UsageError(
             f"{path} was found with {', '.join(names)}; tracediff does not import code a data "
-            f"file names: confirm with {_impl_args(names)} (or choose other --impl values)"
+            f"file names: confirm with {impl_args(names)} (or choose other --impl values)"
         )
 
 
@@ -357,180 +260,3 @@ def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
 
 
 # -- fuzz -------------------------------------------------------------------------------------
-@main.command()
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementations to compare (repeat; default reference and optimized).",
-)
-@click.option("--check", is_flag=True, help="Check mode for optimized.")
-@click.option(
-    "--max-examples",
-    type=int,
-    default=200,
-    show_default=True,
-    help="Scenarios to generate and compare.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the search.")
-@click.option(
-    "--max-failures",
-    type=int,
-    default=3,
-    show_default=True,
-    help="Stop after this many distinct failures.",
-)
-@click.option(
-    "--max-requests",
-    type=int,
-    default=6,
-    show_default=True,
-    help="Requests per generated scenario, at most.",
-)
-@_shrink_budget(DEFAULT_SHRINK_EVALUATIONS)
-@click.option("--save", is_flag=True, help="Save each shrunk failure into the corpus.")
-@_save_directories
-@click.option(
-    "--signature",
-    "signature_name",
-    type=click.Choice(["compare", "fields"]),
-    default="compare",
-    show_default=True,
-    help="What must stay the same while shrinking: compare = the divergence explanation's "
-    "kind and field path; fields = status, record type and first differing top-level field.",
-)
-@click.option("--no-progress", is_flag=True, help="No live progress line.")
-def fuzz(
-    impls: tuple[str, ...],
-    check: bool,
-    max_examples: int,
-    seed: int,
-    max_failures: int,
-    max_requests: int,
-    budget: int,
-    timeout_s: float | None,
-    max_seconds: float | None,
-    timeout_old: float | None,
-    save: bool,
-    regressions: str | None,
-    artifacts: str | None,
-    signature_name: str,
-    no_progress: bool,
-) -> None:
-    """Search generated scenarios (Hypothesis) for divergences; report each shrunk.
-
-    Exit 1 when a failure was found, 0 when none was in --max-examples scenarios.
-    """
-    from tracediff.fuzz import FuzzProgress
-    from tracediff.fuzz import fuzz as run_fuzz
-    from tracediff.shrink import SIGNATURES, describe_signature, save_regression
-
-    options = _shrink_options(budget, timeout_s, max_seconds, timeout_old)
-    if max_examples < 1 or max_failures < 1 or max_requests < 1:
-        raise UsageError("--max-examples, --max-failures and --max-requests must be at least 1")
-    if max_examples > MAX_EXAMPLES:
-        raise UsageError(
-            f"--max-examples must be at most {MAX_EXAMPLES:,}, got {str(max_examples)[:30]}"
-        )
-    if max_requests > MAX_REQUESTS:
-        raise UsageError(f"--max-requests must be at most {MAX_REQUESTS}, got {max_requests}")
-    specs = resolve_impls(impls, check, DEFAULT_IMPLS)
-    if len(specs) < 2:
-        raise UsageError("--impl needs at least two implementations to compare")
-    with _progress_line(not no_progress, "fuzzing") as show:
-
-        def on_progress(p: FuzzProgress) -> None:
-            show(
-                f"{p.phase}: {plural(p.examples, 'scenario')}, "
-                f"{plural(p.failures, 'failure')}, {p.elapsed:.0f} s"
-            )
-
-        from tracediff.executor import open_executor
-
-        with open_executor("local", jobs=1) as executor:  # one warm isolated worker
-            result = run_fuzz(
-                specs,
-                max_examples=max_examples,
-                seed=seed,
-                max_failures=max_failures,
-                max_requests=max_requests,
-                shrink_options=options,
-                signature_fn=SIGNATURES[signature_name],
-                on_progress=on_progress,
-                executor=executor,
-            )
-    console = text_console()
-    names = " vs ".join(result.impls)
-    if result.ok:
-        console.print(
-            f"no failure: {plural(result.examples, 'scenario')}, {names} ({result.seconds:.1f} s)",
-            style="bold green",
-        )
-        sys.exit(EXIT_OK)
-    table = Table(title=f"fuzz: {plural(len(result.failures), 'failure')}", header_style="bold")
-    for column in ("signature", "found (requests)", "shrunk (requests, plans)", "saved"):
-        table.add_column(column)
-    saved_paths: list[str | None] = []
-    for failure in result.failures:
-        shrunk = failure.shrunk
-        saved = ""
-        if save:
-            saved = str(
-                save_regression(
-                    shrunk,
-                    regressions=str(settings.write_dir(regressions, "regressions")),
-                    artifacts=settings.artifacts(artifacts, None),
-                )
-            )
-        saved_paths.append(saved or None)
-        table.add_row(
-            describe_signature(failure.signature),
-            str(len(failure.found.requests)),
-            f"{shrunk.after[0]}, {shrunk.after[1]}",
-            saved or "-",
-        )
-    console.print(table)
-    _explain_failures(console, result.failures, specs, saved_paths, artifacts)
-    console.print(
-        f"DIVERGED: {plural(len(result.failures), 'distinct failure')} in "
-        f"{plural(result.examples, 'scenario')} "
-        f"({names}, {result.seconds:.1f} s, --seed {seed})",
-        style="bold red",
-    )
-    sys.exit(EXIT_FINDING)
-
-
-def _explain_failures(
-    console: Console,
-    failures: Any,
-    specs: Any,
-    saved: list[str | None],
-    artifacts: str | None,
-) -> None:
-    """Each failure's explanation and the command that reproduces it, saved or not: an
-    unsaved shrunk scenario is kept under the artifacts directory so the command works."""
-    import json as _json
-
-    import tracediff
-    from tracediff.atomic import write_text_atomic
-    from tracediff.filenames import component
-
-    names = tuple(spec.arg for spec in specs)
-    keep = settings.artifacts(artifacts)
-    for failure, path in zip(failures, saved, strict=True):
-        scenario = failure.shrunk.shrunk
-        if path is None:
-            folder = f"{keep}/fuzz"
-            import os
-
-            os.makedirs(folder, exist_ok=True)
-            path = f"{folder}/{component(scenario.profile, scenario.seed)}.json"
-            write_text_atomic(path, _json.dumps(scenario.to_dict(), indent=1) + "\n")
-        shown = settings.project().relative(path)
-        compared = tracediff.compare_implementations(scenario, names, jobs=2)
-        for comparison in compared.findings:
-            console.print(f"{comparison.label}: {comparison.explanation}", markup=False)
-        console.print(
-            f"reproduce: tracediff run --scenario {shlex.quote(shown)} {_impl_args(names)}",
-            markup=False,
-        )
