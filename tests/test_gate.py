@@ -316,6 +316,6 @@ def test_every_scenario_and_re_run_of_the_gate_goes_through_its_executor(tmp_pat
         ("quick:40", "golden"),
     ]
     tasks = dict(seen)
-    assert tasks["_run_task"] == 2  # each scenario once
-    assert tasks["_explain_task"] == 1  # seed 37's divergence
+    assert tasks["run_task"] == 2  # each scenario once
+    assert tasks["explain_task"] == 1  # seed 37's divergence
     assert tasks["_reference_change_task"] == 1  # seed 40's golden mismatch

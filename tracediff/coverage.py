@@ -380,7 +380,7 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
     )
 
 
-def _task(
+def coverage_task(
     args: tuple[Profile, int, str, float | None], _progress: Any, _notify: Any
 ) -> ScenarioCoverage:
     from tracediff.scenario.generator import generate
@@ -416,7 +416,7 @@ def coverage(
     deadline = None if timeout_s is None else timeout_s + grace(timeout_s)
     try:
         outcomes = chosen.map(
-            _task,
+            coverage_task,
             work,
             deadline_s=deadline,
             on_outcome=None if on_result is None else (lambda _outcome: on_result()),

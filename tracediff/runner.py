@@ -524,7 +524,7 @@ Task = tuple[
 ]
 
 
-def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
+def run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
     """One scenario on an executor's worker (see :mod:`tracediff.executor`)."""
     scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s, *rest = task
     equivalence = rest[0] if rest else None  # a task of six items compares bytes
@@ -548,7 +548,7 @@ def _run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> Sce
     return result
 
 
-def _outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -> ScenarioResult:
+def outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -> ScenarioResult:
     """A worker's outcome as a ScenarioResult; timeouts and deaths become findings."""
     from tracediff.executor import DIED, DONE, KILLED
 
@@ -755,10 +755,10 @@ def _run_on(
     chosen = executor if executor is not None else options.open_executor(len(todo))
     try:
         chosen.stream(
-            _run_task,
+            run_task,
             tasks,
             lambda outcome: finish(
-                outcome.index, _outcome_result(outcome, scenarios[outcome.index], options)
+                outcome.index, outcome_result(outcome, scenarios[outcome.index], options)
             ),
             deadline_s=kill_after,
             guard=guard,

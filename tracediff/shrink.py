@@ -917,12 +917,12 @@ def run_on(
     if executor is None:
         return run_scenario(scenario, specs, timeout_s=timeout_s)
     from tracediff.compare.equivalence import Equivalence
-    from tracediff.runner import RunOptions, _outcome_result, _run_task
+    from tracediff.runner import RunOptions, outcome_result, run_task
 
     options = RunOptions(impls=tuple(specs), timeout_s=timeout_s)
     payload = (scenario, tuple(specs), None, timeout_s, None, None, Equivalence())
-    (outcome,) = executor.map(_run_task, [payload], deadline_s=options.kill_after_s)
-    return _outcome_result(outcome, scenario, options)
+    (outcome,) = executor.map(run_task, [payload], deadline_s=options.kill_after_s)
+    return outcome_result(outcome, scenario, options)
 
 
 def sign_on(

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracediff.campaign.store import CampaignStore
-from tracediff.coverage import FEATURES, INFORMATIONAL, CoverageReport, FeatureCoverage, _task
+from tracediff.coverage import (
+    FEATURES,
+    INFORMATIONAL,
+    CoverageReport,
+    FeatureCoverage,
+    coverage_task,
+)
 from tracediff.executor import DONE, Executor, Outcome, grace
 from tracediff.runner import StopSignals
 from tracediff.scenario.profiles import Profile
@@ -120,7 +126,9 @@ def run_coverage_campaign(
         stop = StopSignals()
         try:
             with stop:
-                executor.stream(_task, items, record, deadline_s=deadline, guard=stop.deferred)
+                executor.stream(
+                    coverage_task, items, record, deadline_s=deadline, guard=stop.deferred
+                )
         except KeyboardInterrupt as exc:
             stopped = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
         store.commit()

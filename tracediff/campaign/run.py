@@ -19,8 +19,8 @@ from tracediff.runner import (
     RunOptions,
     ScenarioResult,
     StopSignals,
-    _outcome_result,
-    _run_task,
+    outcome_result,
+    run_task,
 )
 from tracediff.scenario.profiles import Profile
 
@@ -158,18 +158,18 @@ def _campaign_task(
     """One seed in a worker: generate, run in lockstep, explain a finding right here (under
     the same isolation and limits), so that its signature is known as it arrives."""
     from tracediff.compare.equivalence import Equivalence
-    from tracediff.compare.explain import _explain_task
+    from tracediff.compare.explain import explain_task
     from tracediff.scenario.generator import generate
 
     profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
     scenario = generate(profile, seed)
     task = (scenario, specs, None, timeout_s, memory_limit_mb, None, Equivalence())
-    result: ScenarioResult = _run_task(task, progress, notify)
+    result: ScenarioResult = run_task(task, progress, notify)
     if result.status == IDENTICAL:
         return result, None
     if kill_after is not None:
         notify(kill_after)  # the explanation re-runs the scenario: a fresh deadline
-    divergence = _explain_task((scenario, specs, result, context, timeout_s), progress, notify)
+    divergence = explain_task((scenario, specs, result, context, timeout_s), progress, notify)
     return result, divergence
 
 
@@ -185,14 +185,14 @@ def _row(
     if outcome.kind == DONE:
         result, divergence = outcome.value
         if outcome.leftovers:  # the runner's rule for leaked processes, on the pair's result
-            result = _outcome_result(
+            result = outcome_result(
                 Outcome(outcome.index, DONE, value=result, leftovers=outcome.leftovers),
                 _scenario(options, outcome.index),
                 run_options,
             )
     else:
         scenario = _scenario(options, outcome.index)
-        result = _outcome_result(outcome, scenario, run_options)
+        result = outcome_result(outcome, scenario, run_options)
         if result.status == TIMEOUT or WORKER_DIED in result.message:
             divergence = explain(scenario, options.impls, result, options.context)  # no re-run
         else:

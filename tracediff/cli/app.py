@@ -358,9 +358,9 @@ def resolve_executor(text: str) -> Any:
             "--executor inline is not offered here; use local, dask://HOST:PORT or dask-local:N"
         )
     if spec.distributed:
-        from tracediff.executor.dask import _distributed
+        from tracediff.executor.dask import load_distributed
 
-        _distributed(spec.text)  # the missing extra is bad input: say so before any work
+        load_distributed(spec.text)  # the missing extra is bad input: say so before any work
     return spec
 
 

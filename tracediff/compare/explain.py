@@ -562,7 +562,7 @@ def explain_many(
     payloads = [(scenario, tuple(specs), result, context, timeout_s) for scenario, result in work]
     try:
         outcomes = chosen.map(
-            _explain_task,
+            explain_task,
             payloads,
             deadline_s=deadline_s,
             on_outcome=None if on_explained is None else (lambda _outcome: on_explained()),
@@ -580,7 +580,7 @@ def explain_many(
     return kept.items if condense else found
 
 
-def _explain_task(
+def explain_task(
     payload: tuple[Scenario, tuple[ImplSpec, ...], ScenarioResult, int, float | None],
     progress: Any,
     _notify: Any,

@@ -47,7 +47,7 @@ CONNECT_TIMEOUT_S = 30
 PROBE_TIMEOUT_S = 5  # for a TCP connection to the scheduler's port, before the client's
 
 
-def _distributed(flag: str) -> Any:
+def load_distributed(flag: str) -> Any:
     try:
         import distributed
     except ImportError:
@@ -71,7 +71,7 @@ class DaskExecutor(Executor):
         memory_limit_mb: int | None = None,
         flag: str = "dask",
     ) -> None:
-        distributed = _distributed(flag)
+        distributed = load_distributed(flag)
         import dask
 
         self._memory_limit_mb = memory_limit_mb
@@ -138,7 +138,7 @@ class DaskExecutor(Executor):
         deadline_s: float | None = None,
         guard: Guard = contextlib.nullcontext,
     ) -> None:
-        distributed = _distributed("dask")
+        distributed = load_distributed("dask")
         source = iter(items)
         singles: deque[tuple[int, Any]] = deque()  # items of a chunk that lost its worker
         completed = distributed.as_completed()
