@@ -19,6 +19,7 @@ part name to sha256 so that a refusal can say *what* changed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -81,18 +82,27 @@ def module_code(module_name: str) -> str:
     return hashlib.sha256(f"built-in module {top}".encode()).hexdigest()
 
 
-def exec_code(command: str) -> str:
-    """sha256 over an ``exec:`` command, its executable and the files its arguments name."""
-    digest = hashlib.sha256(command.encode("utf-8", "surrogateescape"))
+def exec_files(command: str) -> tuple[Path | None, list[Path]]:
+    """The files an ``exec:`` command runs: its executable (None when not found) and the
+    files its arguments name (a script), resolved."""
     try:
         argv = shlex.split(command)
     except ValueError:
-        return digest.hexdigest()
-    if argv:
-        found = shutil.which(argv[0])
-        paths = [Path(found)] if found else []
-        paths += [Path(a) for a in argv[1:] if os.path.isfile(a)]
-        digest.update(_hash_files([p.resolve() for p in paths], Path("/")).encode())
+        return None, []
+    if not argv:
+        return None, []
+    found = shutil.which(argv[0])
+    program = Path(found).resolve() if found else None
+    return program, [Path(a).resolve() for a in argv[1:] if os.path.isfile(a)]
+
+
+def exec_code(command: str) -> str:
+    """sha256 over an ``exec:`` command, its executable and the files its arguments name."""
+    digest = hashlib.sha256(command.encode("utf-8", "surrogateescape"))
+    program, scripts = exec_files(command)
+    paths = ([program] if program is not None else []) + scripts
+    if paths:
+        digest.update(_hash_files(paths, Path("/")).encode())
     return digest.hexdigest()
 
 
@@ -102,15 +112,10 @@ def impl_code(spec: ImplSpec) -> str:
     return module_code(spec.target.partition(":")[0])
 
 
-_own_code: str | None = None
-
-
+@functools.cache
 def tracediff_code() -> str:
     """sha256 of tracediff's version and its own files (computed once per process)."""
-    global _own_code
-    if _own_code is None:
-        _own_code = _hash_files([*_tree(_OWN)], _OWN.parent) + f"-{__version__}"
-    return _own_code
+    return _hash_files(_tree(_OWN), _OWN.parent) + f"-{__version__}"
 
 
 def fingerprint(specs: Sequence[ImplSpec], options: Mapping[str, Any]) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -185,23 +186,15 @@ def _explain_failures(
 ) -> None:
     """Each failure's explanation and the command that reproduces it, saved or not: an
     unsaved shrunk scenario is kept under the artifacts directory so the command works."""
-    import json as _json
-
     import tracediff
-    from tracediff.atomic import write_text_atomic
-    from tracediff.filenames import component
+    from tracediff.regressions import save_scenario
 
     names = tuple(spec.arg for spec in specs)
-    keep = settings.artifacts(artifacts)
+    keep = Path(settings.artifacts(artifacts)) / "fuzz"
     for failure, path in zip(failures, saved, strict=True):
         scenario = failure.shrunk.shrunk
         if path is None:
-            folder = f"{keep}/fuzz"
-            import os
-
-            os.makedirs(folder, exist_ok=True)
-            path = f"{folder}/{component(scenario.profile, scenario.seed)}.json"
-            write_text_atomic(path, _json.dumps(scenario.to_dict(), indent=1) + "\n")
+            path = str(save_scenario(scenario, keep))  # the corpus's own file form, atomically
         shown = settings.project().relative(path)
         compared = tracediff.compare_implementations(scenario, names, jobs=2)
         for comparison in compared.findings:

@@ -292,19 +292,13 @@ def _annotation_files(options: Any, specs: Sequence[ImplSpec], project: Any) -> 
 def implementation_source(spec: ImplSpec) -> Path | None:
     """The file that defines an implementation (its module, or an ``exec:`` program)."""
     import importlib.util
-    import shlex as _shlex
-    import shutil
 
+    from tracediff.fingerprint import exec_files
     from tracediff.impls import EXEC_PREFIX
 
     if spec.target.startswith(EXEC_PREFIX):
-        try:
-            argv = _shlex.split(spec.target[len(EXEC_PREFIX) :])
-        except ValueError:
-            return None
-        scripts = [a for a in argv[1:] if os.path.isfile(a)]
-        program = scripts[0] if scripts else (shutil.which(argv[0]) if argv else None)
-        return Path(program).resolve() if program else None
+        program, scripts = exec_files(spec.target[len(EXEC_PREFIX) :])
+        return scripts[0] if scripts else program
     try:
         found = importlib.util.find_spec(spec.target.partition(":")[0])
     except (ImportError, ValueError):
