@@ -3,7 +3,8 @@
 An independent second implementation of the [fixed] rules (docs/scheduler.md): it follows a
 trace's records (arrivals, completions, retirements, plans) with state of its own, derives
 every plan record from that state and the rules, and compares what it derives with what was
-recorded, byte for byte. It imports nothing from ``tracediff.sched``: the formulas module,
+recorded, byte for byte. It imports nothing from ``tracediff.models.specdec.sched``: the formulas
+module,
 the reference, the optimized scheduler and the shared core are what it checks, so leaning on
 any of them would make a shared mistake invisible. Only the scenario data type and the
 trace encoder (the contract's byte form) come from the project; the typed columns of the
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracediff.scenario.model import RequestSpec, Scenario
+from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
 from tracediff.trace import encode
 
 MAX_DRAFT = 7  # "seven drafts"

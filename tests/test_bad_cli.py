@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.impls import parse_impl
-from tracediff.runner import write_trace
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import write_trace
 
 HUGE = "99999999999999999999999999"
 PAIR = ["--impl", "reference", "--impl", "reference"]

@@ -34,16 +34,16 @@ from tracediff.compare.model import (
 )
 from tracediff.compare.signature import group_signatures
 from tracediff.compare.state import first_state_difference, state_difference
-from tracediff.impls import load, parse_impl
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import COLUMNS
+from tracediff.project.impls import load, parse_impl
 from tracediff.report import describe, html
 from tracediff.report.terminal import DivergenceView, groups_renderable
-from tracediff.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
-from tracediff.runner import ERROR as RUN_ERROR
-from tracediff.scenario.generator import generate
-from tracediff.scenario.model import Scenario
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.record import COLUMNS
-from tracediff.shrink import Shrinker, compare_signature, shrink
+from tracediff.running.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
+from tracediff.running.runner import ERROR as RUN_ERROR
+from tracediff.search.shrink import Shrinker, compare_signature, shrink
 
 REFERENCE = parse_impl("reference")
 KINDS = "tests.impls.kinds"

@@ -1,6 +1,6 @@
 """Typed columns end to end: deterministic bytes, a lossless round trip, precise refusals.
 
-The built-in schedulers build their wide tables as typed columns (tracediff/columns.py)
+The built-in schedulers build their wide tables as typed columns (tracediff/trace/columns.py)
 directly from ``plan()``; an implementation may also return rows, which the driver packs.
 These tests hold the encoding to what comparing traces byte for byte needs: the reference
 and the optimized scheduler (also in check mode, which compares its shape-built candidate
@@ -21,15 +21,14 @@ from typing import Any
 
 import pytest
 
-from tracediff.columns import ColumnError, TableSpec, is_packed, pack_rows, unpack_rows
-from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
-from tracediff.scenario.generator import generate
-from tracediff.scenario.model import Scenario
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched import optimized
-from tracediff.sched.optimized import CheckedOptimizedScheduler, OptimizedScheduler
-from tracediff.sched.record import (
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched import optimized
+from tracediff.models.specdec.sched.optimized import CheckedOptimizedScheduler, OptimizedScheduler
+from tracediff.models.specdec.sched.record import (
     CANDIDATES,
     ELIGIBLE,
     LANE_VALUES,
@@ -39,8 +38,9 @@ from tracediff.sched.record import (
     packed_record,
     rows_view,
 )
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 from tracediff.trace import encode
+from tracediff.trace.columns import ColumnError, TableSpec, is_packed, pack_rows, unpack_rows
 
 # Quick-profile seeds that between them make ragged candidates, prefill rows, probes,
 # refreshes, pruning and up to 11 eligible lanes (the test below says so if that changes);

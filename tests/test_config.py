@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 import tracediff
 from tracediff.cli import main
-from tracediff.config import find_pyproject, load_config
 from tracediff.errors import ConfigError
+from tracediff.project.config import find_pyproject, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,8 +100,8 @@ def test_the_public_api_compares_and_explains() -> None:
 
 USER_SCHEDULER = '''
 """A user's own scheduler: the reference with a planted bug in its pending advance."""
-from tracediff.sched import formulas as F
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 
 class FastScheduler(ReferenceScheduler):

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from tracediff.engine.driver import drive
-from tracediff.scenario.generator import generate
-from tracediff.scenario.model import Scenario
-from tracediff.scenario.profiles import load_profile
-from tracediff.scenario.strategies import scenarios
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.strategies import scenarios
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 from tracediff.trace.codec import encode
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -48,7 +48,7 @@ def _anchors(markdown: str) -> set[str]:
 
 
 def test_scheduler_md_names_every_clause_and_proves_the_unreachable_ones() -> None:
-    from tracediff.sched.clauses import CLAUSES, NAMES
+    from tracediff.models.specdec.sched.clauses import CLAUSES, NAMES
 
     text = (DOCS / "scheduler.md").read_text(encoding="utf-8")
     coverage = text.split("## Rule coverage", 1)[1].split("\n## ", 1)[0]
@@ -114,7 +114,8 @@ def _same_as_reference(scenario: Scenario, where: str) -> set[str]:
 
 def test_an_implementation_written_from_scheduler_md_matches_the_reference() -> None:
     """docs/scheduler.md is the whole spec: tests/impls/from_spec.py, written from the page
-    alone (it imports nothing from tracediff.sched), records the reference's bytes."""
+    alone (it imports nothing from tracediff.models.specdec.sched), records the reference's
+    bytes."""
     profile = load_profile("quick")
     sources: set[str] = set()
     for seed in SPEC_SEEDS:

@@ -94,7 +94,7 @@ def test_the_verdict_says_decision_equivalent_not_identical() -> None:
 
 def test_golden_check_labels_decision_equivalence() -> None:
     from tracediff.golden import check
-    from tracediff.impls import parse_impl
+    from tracediff.project.impls import parse_impl
 
     spec = parse_impl(ONE_ULP)
     exact = check("quick", spec, seeds=[0, 1, 2])
@@ -121,10 +121,10 @@ def test_the_gate_labels_decision_equivalence(tmp_path: Path) -> None:
 
 def test_the_explanation_skips_tolerated_floats_to_the_changed_decision() -> None:
     from tracediff.compare.explain import explain
-    from tracediff.impls import parse_impl
-    from tracediff.runner import DIVERGED, run_scenario
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import load_profile
+    from tracediff.project.impls import parse_impl
+    from tracediff.running.runner import DIVERGED, run_scenario
 
     scenario = generate(load_profile("quick"), 13)
     specs = (parse_impl("reference"), parse_impl("tests.impls.ulp:OneUlpSlotTieBreakScheduler"))

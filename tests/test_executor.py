@@ -25,15 +25,15 @@ from click.testing import CliRunner
 from tests.impls import dies_once
 from tracediff.campaign.run import CampaignOptions, run_campaign
 from tracediff.cli import main
-from tracediff.coverage import coverage
 from tracediff.errors import UsageError
 from tracediff.executor import DIED, DONE, Executor, open_executor, parse_executor
 from tracediff.executor.local import LocalPool
-from tracediff.impls import parse_impl
-from tracediff.runner import IDENTICAL, RunOptions, run_scenarios
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.selfcheck import DETERMINISTIC, self_check
+from tracediff.models.specdec.coverage import coverage
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import IDENTICAL, RunOptions, run_scenarios
+from tracediff.running.selfcheck import DETERMINISTIC, self_check
 
 SUBSET = range(12)
 DIES = "tests.impls.dies_once:DiesOnceScheduler"

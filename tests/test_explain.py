@@ -30,8 +30,11 @@ from tracediff.compare.model import (
     normalise_path,
 )
 from tracediff.compare.signature import SLIM_NOTE, Condenser, group_signatures
-from tracediff.impls import ImplSpec, parse_impl
-from tracediff.runner import (
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import COLUMNS
+from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.running.runner import (
     DIVERGED,
     IDENTICAL,
     ImplStats,
@@ -42,9 +45,6 @@ from tracediff.runner import (
     trace_records,
     write_trace,
 )
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.record import COLUMNS
 from tracediff.trace import encode, trace_bytes
 
 REFERENCE = "reference"

@@ -12,9 +12,9 @@ from junitparser import Failure, JUnitXml
 
 from tracediff.cli import main
 from tracediff.errors import ScenarioError, TraceFormatError
-from tracediff.regressions import load_corpus, save_scenario
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.corpus import load_corpus, save_scenario
 
 STALE = "tests.impls.stale_advance:StaleAdvanceScheduler"
 
@@ -284,7 +284,7 @@ def test_every_scenario_and_re_run_of_the_gate_goes_through_its_executor(tmp_pat
     from tracediff.executor.base import Outcome, Task
     from tracediff.executor.inline import InlineExecutor
     from tracediff.gate import GateOptions, run_gate
-    from tracediff.impls import parse_impl
+    from tracediff.project.impls import parse_impl
 
     seen: list[tuple[str, int]] = []
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from tracediff import golden
 from tracediff.cli import main
 from tracediff.errors import TraceFormatError, UsageError
-from tracediff.impls import ImplSpec, parse_impl
-from tracediff.runner import run_scenario
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.running.runner import run_scenario
 from tracediff.trace import TraceReader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def test_digest_of_one_implementation_equals_the_runners() -> None:
 def test_a_reproduced_golden_digest_skips_the_schema_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the manifest's digest, plan records are checked only when the body turns out
     different: the same digest means the golden trace, checked when it was recorded."""
-    import tracediff.engine.driver as driver
+    import tracediff.models.specdec.engine.driver as driver
 
     checked = []
     real = driver.check_plan

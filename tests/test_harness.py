@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from tests.impls.skewed import SKEW_AT
 from tracediff.cli import main
-from tracediff.impls import parse_impl
-from tracediff.runner import DIVERGED, IDENTICAL, RunOptions, run_scenario, run_scenarios
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile, parse_seeds
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile, parse_seeds
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import DIVERGED, IDENTICAL, RunOptions, run_scenario, run_scenarios
 from tracediff.trace import TraceReader, first_difference
 
 
@@ -66,7 +66,7 @@ def test_a_different_implementation_diverges_at_the_right_record() -> None:
     assert result.record_type == "plan"
     assert result.plan == SKEW_AT
     # The record index counts the header as 0: find plan SKEW_AT's index independently.
-    from tracediff.runner import trace_records
+    from tracediff.running.runner import trace_records
 
     for index, record in enumerate(trace_records(scenario, parse_impl("reference"))):
         if record.get("t") == "plan" and record["plan"] == SKEW_AT:
@@ -158,11 +158,11 @@ def test_seed_syntax() -> None:
 def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
     import json
 
-    from tracediff.impls import parse_impl
-    from tracediff.runner import trace_records
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile
-    from tracediff.sched.record import COLUMNS, rows_view
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import load_profile
+    from tracediff.models.specdec.sched.record import COLUMNS, rows_view
+    from tracediff.project.impls import parse_impl
+    from tracediff.running.runner import trace_records
     from tracediff.trace.schema import COMPLETION_LANE_COLUMNS
 
     out = tmp_path / "t.trace"
@@ -205,7 +205,7 @@ def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
 
 
 def test_run_replays_the_regression_corpus_first(tmp_path: Path) -> None:
-    from tracediff.regressions import load_corpus
+    from tracediff.project.corpus import load_corpus
 
     repo_corpus = Path(__file__).resolve().parents[1] / "scenarios" / "regressions"
     saved = load_corpus(repo_corpus)

@@ -11,13 +11,13 @@ from typing import Any
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.harness_cost import measure_harness
-from tracediff.impls import ImplSpec, load, parse_impl
-from tracediff.runner import run_scenario
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.record import CANDIDATES, rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.harness_cost import measure_harness
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import CANDIDATES, rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
+from tracediff.project.impls import ImplSpec, load, parse_impl
+from tracediff.running.runner import run_scenario
 
 
 def _scenarios(count: int = 3) -> list[Any]:
@@ -46,7 +46,9 @@ def test_costs_add_up_and_identical_implementations_store_the_same_bytes() -> No
 def test_the_cli_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     out = tmp_path / "h.json"
     result = CliRunner().invoke(
-        main, ["bench", "--harness", "--profile", "quick", "--seeds", "0..1", "--json", str(out)]
+        main,
+        ["bench", "--harness", "--profile", "quick", "--seeds", "0..1", "--json", str(out)],
+        env={"COLUMNS": "200"},  # a slow machine's wider figures must not wrap the headers
     )
     assert result.exit_code == 0, result.output
     assert "harness / plan()" in result.output and "target: harness within 5%" in result.output

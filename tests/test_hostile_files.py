@@ -24,12 +24,12 @@ from click.testing import CliRunner, Result
 from tracediff.cli import main
 from tracediff.errors import OutputError
 from tracediff.filenames import component, inside
-from tracediff.impls import parse_impl
-from tracediff.runner import RunOptions, run_scenarios, trace_records
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.record import TABLES, rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import TABLES, rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import RunOptions, run_scenarios, trace_records
 from tracediff.trace import encode, trace_bytes
 from tracediff.trace.schema import Schema, record_problem
 
@@ -173,7 +173,7 @@ def _header(change: Callable[[dict[str, Any]], None]) -> Any:
 
 # (what is damaged, how, words the one line must hold)
 # A wide table (eligible, candidates, pruned, probes, lane_values) is typed columns
-# (tracediff/columns.py): the damage of v1's rows (bytes, NaN, a bool for an id, a row cut
+# (tracediff/trace/columns.py): the damage of v1's rows (bytes, NaN, a bool for an id, a row cut
 # short, a scalar for rows) is done to the equivalent column; round and completions are rows.
 DAMAGE: list[tuple[str, Any, str]] = [
     ("a string for a clock", _set(lambda r: 0, "now", value="x"), "now is str 'x'"),
@@ -416,7 +416,7 @@ def test_a_trace_tracediff_wrote_always_reads_back(tmp_path: Path) -> None:
 
 
 def test_the_schema_follows_the_record_module() -> None:
-    from tracediff.sched.record import COLUMNS
+    from tracediff.models.specdec.sched.record import COLUMNS
 
     assert dict(Schema.current().columns) == {k: tuple(v) for k, v in COLUMNS.items()}
 
@@ -642,7 +642,7 @@ def test_a_damaged_scenario_file_is_a_scenario_error_and_nothing_else() -> None:
 
     from tests.test_semantic_fuzz import _damage_tree
     from tracediff.errors import ScenarioError
-    from tracediff.scenario.model import Scenario
+    from tracediff.models.specdec.scenario.model import Scenario
 
     base = generate(load_profile("quick"), 8).to_dict()
     rng = random.Random(12)
@@ -665,8 +665,8 @@ def test_the_schema_follows_new_columns_and_row_kinds(monkeypatch: pytest.Monkey
     """A typed column, a row column or a row kind the model gains is checked by the layout
     the schema is given alone."""
     import tracediff.trace.schema as schema
-    from tracediff.columns import TableSpec
-    from tracediff.sched.record import COLUMNS, PLAN_KEYS
+    from tracediff.models.specdec.sched.record import COLUMNS, PLAN_KEYS
+    from tracediff.trace.columns import TableSpec
 
     _, records = _records()
     monkeypatch.setattr(schema, "PLAN_KEYS", (*PLAN_KEYS, "batches", "window"))

@@ -25,10 +25,10 @@ from tests.impls.hostile import (
     spawn_pid_file,
 )
 from tracediff.cli import main
-from tracediff.impls import parse_impl
-from tracediff.runner import RunOptions, run_scenario, run_scenarios
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import RunOptions, run_scenario, run_scenarios
 
 HOSTILE = "tests.impls.hostile"
 OTHER_SEED = HOSTILE_SEED + 1

@@ -2,7 +2,8 @@
 
 Tests that need torch take the ``torch`` fixture, which skips them where the ``live`` extra
 is not installed (``make setup`` installs it, so CI runs them). The model runs in float64 on
-the CPU with deterministic algorithms: see ``tracediff/live/oracle.py`` for why equality with
+the CPU with deterministic algorithms: see ``tracediff/models/specdec/live/oracle.py`` for why
+equality with
 plain greedy decoding is then exact, and the margin assertion that keeps it honest.
 """
 
@@ -21,11 +22,11 @@ import pytest
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.live import grammar as G
-from tracediff.live.proposers import copy_proposals
-from tracediff.live.summary import Round, acceptance, busy_share
-from tracediff.live.workload import WorkloadOptions, build
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.live import grammar as G
+from tracediff.models.specdec.live.proposers import copy_proposals
+from tracediff.models.specdec.live.summary import Round, acceptance, busy_share
+from tracediff.models.specdec.live.workload import WorkloadOptions, build
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 SAFE_MARGIN = 1e-9  # float64 rounding differences are ~1e-15; a flip needs a closer tie
 
@@ -57,8 +58,9 @@ def test_live_without_torch_names_the_extra(
 def test_the_cli_and_core_import_without_torch(python: str, subprocess_env: dict[str, str]) -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import tracediff.cli, tracediff.runner, tracediff.replay, tracediff.live\n"
-        "import tracediff.live.summary, tracediff.live.workload, tracediff.report.live\n"
+        "import tracediff.cli, tracediff.running.runner, tracediff.replay\n"
+        "import tracediff.models.specdec.live, tracediff.models.specdec.live.summary\n"
+        "import tracediff.models.specdec.live.workload, tracediff.report.live\n"
         "from tracediff.cli import main\n"
         "assert 'live' in main.commands\n"
         "print('ok')\n"
@@ -159,10 +161,15 @@ def _random_round(rng: random.Random, executor: Any, bucketed: bool) -> list[Any
 def test_speculative_decoding_equals_plain_greedy_whatever_is_planned(
     torch: Any, graphs: bool
 ) -> None:
-    from tracediff.live.engine import DeviceOptions, GraphPool, graph_shapes, torch_settings
-    from tracediff.live.executor import RoundExecutor
-    from tracediff.live.model import ModelConfig, TinyTransformer
-    from tracediff.live.oracle import greedy_decode
+    from tracediff.models.specdec.live.engine import (
+        DeviceOptions,
+        GraphPool,
+        graph_shapes,
+        torch_settings,
+    )
+    from tracediff.models.specdec.live.executor import RoundExecutor
+    from tracediff.models.specdec.live.model import ModelConfig, TinyTransformer
+    from tracediff.models.specdec.live.oracle import greedy_decode
 
     workload = build(
         WorkloadOptions(
@@ -219,8 +226,8 @@ def test_speculative_decoding_equals_plain_greedy_whatever_is_planned(
 
 
 def test_a_finished_request_frees_its_cache_slot(torch: Any) -> None:
-    from tracediff.live.executor import RoundExecutor
-    from tracediff.live.model import ModelConfig, TinyTransformer
+    from tracediff.models.specdec.live.executor import RoundExecutor
+    from tracediff.models.specdec.live.model import ModelConfig, TinyTransformer
 
     workload = build(WorkloadOptions(requests=1, seed=2, max_new=(3, 3), host_stop_share=0.0))
     model = TinyTransformer(ModelConfig(), device=torch.device("cpu"), dtype=torch.float64)
@@ -247,7 +254,7 @@ def test_a_finished_request_frees_its_cache_slot(torch: Any) -> None:
 def test_a_live_trace_replays_with_identical_decisions(
     torch: Any, tmp_path: Path, impl: str, allocation: str, ragged: bool, queue: int
 ) -> None:
-    from tracediff.impls import parse_impl
+    from tracediff.project.impls import parse_impl
     from tracediff.replay import MATCH, replay
     from tracediff.trace import TraceReader
 

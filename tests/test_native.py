@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracediff.bench import run_bench
 from tracediff.cli import main
-from tracediff.impls import load, parse_impl
+from tracediff.models.specdec.bench import run_bench
+from tracediff.project.impls import load, parse_impl
 
 ROOT = Path(__file__).resolve().parents[1]
 CRATE = ROOT / "examples" / "native"
@@ -76,7 +76,7 @@ def test_bench_times_the_native_plan_beside_python_and_checks_its_records(native
 
 
 def test_bench_reaches_a_served_python_implementation_too() -> None:
-    served = parse_impl(f"served=exec:{sys.executable} -m tracediff.serve optimized")
+    served = parse_impl(f"served=exec:{sys.executable} -m tracediff.models.specdec.serve optimized")
     result = run_bench(
         {"optimized": load(parse_impl("optimized")), "served": load(served)},
         requests=(8,),

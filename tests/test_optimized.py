@@ -1,8 +1,10 @@
 """The optimized scheduler returns the reference's plan records byte for byte.
 
 Every test drives both implementations through the same scenario on the simulated engine
-(``tracediff.engine.driver.drive``) in lockstep and compares the msgpack bytes of every
-record. Scenarios are built here with ``tracediff.scenario.model`` so that each knob the
+(``tracediff.models.specdec.engine.driver.drive``) in lockstep and compares the msgpack bytes of
+every
+record. Scenarios are built here with ``tracediff.models.specdec.scenario.model`` so that each knob
+the
 optimization depends on is exercised on purpose: budget binding (small verification
 budgets), fixed lanes clipped by the budget, probes past the width bound, invalid probes,
 refresh, prefill rows, retirement, and up to 64 concurrent lanes.
@@ -18,21 +20,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracediff.bench import bench_from_dict, bench_to_dict, run_bench
-from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
-from tracediff.scenario import rng
-from tracediff.scenario.model import (
+from tracediff.models.specdec.bench import bench_from_dict, bench_to_dict, run_bench
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario import rng
+from tracediff.models.specdec.scenario.model import (
     EngineTruth,
     RequestSpec,
     Scenario,
     SchedulerParams,
 )
-from tracediff.sched import optimized
-from tracediff.sched.core import RequestState, SchedulerCore
-from tracediff.sched.optimized import CheckedOptimizedScheduler, OptimizedScheduler
-from tracediff.sched.record import rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched import optimized
+from tracediff.models.specdec.sched.core import RequestState, SchedulerCore
+from tracediff.models.specdec.sched.optimized import CheckedOptimizedScheduler, OptimizedScheduler
+from tracediff.models.specdec.sched.record import rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 
 # -- scenarios ---------------------------------------------------------------------------

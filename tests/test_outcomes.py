@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import pickle
 
-from tracediff import api, runner
+from tracediff import api
 from tracediff.compare import model
 from tracediff.executor import base
 from tracediff.outcomes import Kind, Status, Step, TaskEnd
+from tracediff.running import runner
 
 
 def test_every_module_speaks_the_same_vocabulary() -> None:

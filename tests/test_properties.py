@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from rich.console import Console
 
 from tracediff.cli import main
-from tracediff.coverage import (
+from tracediff.models.specdec.coverage import (
     FEATURES,
     INFORMATIONAL,
     analyse_trace,
@@ -34,14 +34,14 @@ from tracediff.coverage import (
     coverage_to_dict,
     feature_counts,
 )
-from tracediff.engine.driver import drive
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.model import RequestSpec, Scenario, SchedulerParams
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.strategies import request_specs, scenarios, scheduler_params
+from tracediff.models.specdec.sched.core import DECODING, RETIRED
+from tracediff.models.specdec.sched.record import COLUMNS, rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 from tracediff.report.coverage import coverage_renderable
-from tracediff.scenario.model import RequestSpec, Scenario, SchedulerParams
-from tracediff.scenario.profiles import load_profile
-from tracediff.scenario.strategies import request_specs, scenarios, scheduler_params
-from tracediff.sched.core import DECODING, RETIRED
-from tracediff.sched.record import COLUMNS, rows_view
-from tracediff.sched.reference import ReferenceScheduler
 from tracediff.trace import encode
 
 EXAMPLES = int(os.environ.get("TRACEDIFF_PROPERTY_EXAMPLES", "50"))

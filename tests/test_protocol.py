@@ -1,4 +1,5 @@
-"""Implementations in another process: the stdio protocol, exec: specs, tracediff.serve.
+"""Implementations in another process: the stdio protocol, exec: specs,
+tracediff.models.specdec.serve.
 
 The served reference must be byte-identical to the in-process one; a served broken
 implementation must be caught as it is in process; a process that speaks garbage, dies or
@@ -19,15 +20,21 @@ from tests.impls.misbehave import BAD_AT, BAD_SEED
 from tracediff.cli import main
 from tracediff.compare.explain import explain_many
 from tracediff.errors import ImplementationError
-from tracediff.external import ExecFactory, ExternalFault, parse_command
-from tracediff.impls import parse_impl
-from tracediff.protocol import MAX_MESSAGE_BYTES, ProtocolError, frame, message_length, parse
-from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, run_scenario
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
+from tracediff.models.specdec.external import ExecFactory, ExternalFault, parse_command
+from tracediff.models.specdec.protocol import (
+    MAX_MESSAGE_BYTES,
+    ProtocolError,
+    frame,
+    message_length,
+    parse,
+)
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVE = f"exec:{sys.executable} -m tracediff.serve"
+SERVE = f"exec:{sys.executable} -m tracediff.models.specdec.serve"
 MISBEHAVE = f"exec:{sys.executable} {ROOT / 'tests' / 'impls' / 'misbehave.py'}"
 # Every allocation x graph mode at 3 and 8 requests, queue depth 0, and 8 requests at queue
 # depths 1 and 2: the quick profile's features at a CI-friendly cost. The whole quick
@@ -81,7 +88,9 @@ def test_the_served_reference_is_byte_identical_to_the_in_process_one() -> None:
 
 
 def test_one_process_serves_every_scenario_and_a_dead_one_is_replaced() -> None:
-    factory = ExecFactory("served", [sys.executable, "-m", "tracediff.serve", "reference"])
+    factory = ExecFactory(
+        "served", [sys.executable, "-m", "tracediff.models.specdec.serve", "reference"]
+    )
     first = factory(_quick(0))
     pid = first.process.popen.pid
     del first  # the scenario is over: its process goes back to the factory
@@ -96,7 +105,9 @@ def test_one_process_serves_every_scenario_and_a_dead_one_is_replaced() -> None:
 
 
 def test_a_served_implementation_reports_its_state() -> None:
-    factory = ExecFactory("served", [sys.executable, "-m", "tracediff.serve", "reference"])
+    factory = ExecFactory(
+        "served", [sys.executable, "-m", "tracediff.models.specdec.serve", "reference"]
+    )
     scenario = _quick(0)
     scheduler = factory(scenario)
     scheduler.arrive(scenario.requests[0], 0)
@@ -220,7 +231,7 @@ def test_tracediff_serve_refuses_an_unknown_name_with_exit_2(python: str) -> Non
     import subprocess
 
     done = subprocess.run(
-        [python, "-m", "tracediff.serve", "no-such-impl"],
+        [python, "-m", "tracediff.models.specdec.serve", "no-such-impl"],
         capture_output=True,
         text=True,
         timeout=60,

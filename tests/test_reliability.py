@@ -26,9 +26,12 @@ from tests.impls.hog import HOG_SEED
 from tests.impls.malformed import BAD_AT, BAD_SEED
 from tracediff.cli import main
 from tracediff.errors import JournalError
-from tracediff.impls import ImplSpec, parse_impl
-from tracediff.journal import JOURNAL_FILE
-from tracediff.runner import (
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.running.journal import JOURNAL_FILE
+from tracediff.running.runner import (
     DIVERGED,
     ERROR,
     IDENTICAL,
@@ -38,9 +41,6 @@ from tracediff.runner import (
     run_scenario,
     run_scenarios,
 )
-from tracediff.scenario.generator import generate
-from tracediff.scenario.model import Scenario
-from tracediff.scenario.profiles import load_profile
 
 REFERENCE = parse_impl("reference")
 
@@ -335,7 +335,7 @@ def test_a_journal_entry_of_an_edited_scenario_is_not_reused(tmp_path: Path) -> 
 
 
 def test_a_journal_in_use_by_another_run_is_refused(tmp_path: Path) -> None:
-    from tracediff.journal import Journal, identity_for
+    from tracediff.running.journal import Journal, identity_for
 
     identity = identity_for(["reference", "reference"], ["t", "t"], scenarios([0]))
     with Journal.open(tmp_path, identity), pytest.raises(JournalError, match="in use"):

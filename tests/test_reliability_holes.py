@@ -495,8 +495,8 @@ def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: Any) -> Path:
 
 
 def quick_scenario(seed: int = 1) -> dict[str, Any]:
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import load_profile
 
     return generate(load_profile("quick"), seed).to_dict()
 

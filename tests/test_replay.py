@@ -12,7 +12,11 @@ from click.testing import CliRunner
 from tests.impls.raises import RAISE_AT
 from tests.impls.skewed import SKEW_AT
 from tracediff.cli import main
-from tracediff.impls import parse_impl
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
+from tracediff.project.impls import parse_impl
 from tracediff.replay import (
     ERROR,
     MATCH,
@@ -22,11 +26,7 @@ from tracediff.replay import (
     replay,
     value_at,
 )
-from tracediff.runner import trace_records, write_trace
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.record import rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.running.runner import trace_records, write_trace
 from tracediff.trace import TraceReader, TraceWriter
 
 SEED = 12  # quick:12 has 8 requests, retirements and 53 plans

@@ -23,12 +23,12 @@ from tracediff.compare import json_report
 from tracediff.compare.explain import explain, outcome
 from tracediff.compare.model import DiffReport, ScenarioOutcome, StepOutcome
 from tracediff.errors import TraceFormatError
-from tracediff.impls import parse_impl
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import parse_impl
 from tracediff.report import html, junit, markdown
 from tracediff.report.terminal import DivergenceView, report_renderable
-from tracediff.runner import IDENTICAL, run_scenario, write_trace
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
+from tracediff.running.runner import IDENTICAL, run_scenario, write_trace
 
 SUMMATION = "tests.impls.summation:ReversedSumScheduler"
 RAISES = "tests.impls.raises:RaisingScheduler"

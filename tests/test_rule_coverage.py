@@ -19,15 +19,15 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from tracediff.cli import main
-from tracediff.coverage import coverage
-from tracediff.engine.driver import drive
-from tracediff.impls import parse_impl
+from tracediff.models.specdec.coverage import coverage
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.clauses import CLAUSES
+from tracediff.models.specdec.sched.decided import DecidingReference
+from tracediff.project.impls import parse_impl
 from tracediff.report.coverage import coverage_renderable
-from tracediff.runner import DIVERGED, run_scenario, trace_records
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.clauses import CLAUSES
-from tracediff.sched.decided import DecidingReference
+from tracediff.running.runner import DIVERGED, run_scenario, trace_records
 from tracediff.trace import encode
 
 QUICK = load_profile("quick")

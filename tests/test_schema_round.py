@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tracediff.engine.driver import drive
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 from tracediff.trace.schema import _round_ok, record_problem
 
 

@@ -11,11 +11,11 @@ from typing import Any, ClassVar
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.impls import parse_impl
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.reference import ReferenceScheduler
-from tracediff.selfcheck import (
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
+from tracediff.project.impls import parse_impl
+from tracediff.running.selfcheck import (
     DETERMINISTIC,
     ERROR,
     NONDETERMINISTIC,

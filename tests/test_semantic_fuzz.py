@@ -6,7 +6,7 @@ dropped, duplicated or moved, a completion of another round, a header without it
 columns...), and encodes it again with valid frames, checksums and digest, so that only the
 content schema (tracediff/trace/schema.py) stands between the damage and the code that
 reads it. A share of the cases damages one typed column of a plan's wide table instead
-(trace format 2, tracediff/columns.py): a bin truncated or extended, a NaN or infinity
+(trace format 2, tracediff/trace/columns.py): a bin truncated or extended, a NaN or infinity
 written into a float column, a column dropped or two swapped, a bit flipped. All but the
 last two are always wrong, and every command that reads to the damage must refuse them.
 One *case* is one command run on one damaged trace: ``show``, ``show --jsonl``,
@@ -41,11 +41,11 @@ import pytest
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.impls import parse_impl
-from tracediff.runner import trace_records
-from tracediff.scenario.generator import generate
-from tracediff.scenario.profiles import load_profile
-from tracediff.sched.record import TABLES
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import TABLES
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import trace_records
 from tracediff.trace import encode, read_trace, trace_bytes
 
 CASES = int(os.environ.get("TRACEDIFF_SEMANTIC_CASES", "210"))

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 from tests.impls.raises import RAISE_AT
 from tracediff.cli import main
-from tracediff.impls import ImplSpec, parse_impl
-from tracediff.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
-from tracediff.scenario.generator import generate
-from tracediff.scenario.model import Scenario
-from tracediff.scenario.profiles import load_profile
-from tracediff.shrink import (
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.running.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
+from tracediff.search.shrink import (
     BUDGET,
     MINIMUM,
     TIME_CAP,
@@ -137,7 +137,7 @@ def test_the_budget_stops_the_search_the_same_way_every_time() -> None:
 
 
 def test_the_wall_clock_is_only_a_safety_cap_and_says_so() -> None:
-    from tracediff.shrink import Shrinker
+    from tracediff.search.shrink import Shrinker
 
     ticks = iter(range(1000))  # every clock reading is one "second" later
     stopped = Shrinker(
@@ -156,7 +156,7 @@ def test_the_wall_clock_is_only_a_safety_cap_and_says_so() -> None:
 
 
 def test_candidates_run_under_the_users_timeout_not_a_measured_one() -> None:
-    from tracediff.shrink import Shrinker
+    from tracediff.search.shrink import Shrinker
 
     limits: list[float | None] = []
 
@@ -190,8 +190,8 @@ def test_cli_budget_and_limits_are_checked() -> None:
 
 
 def test_the_cli_defaults_are_the_shrinkers() -> None:
-    from tracediff import fuzz, shrink
     from tracediff.cli import shrink_options as cli
+    from tracediff.search import fuzz, shrink
 
     assert cli.DEFAULT_EVALUATIONS == shrink.DEFAULT_EVALUATIONS
     assert cli.DEFAULT_SHRINK_EVALUATIONS == fuzz.DEFAULT_SHRINK_EVALUATIONS
@@ -316,7 +316,7 @@ def test_cli_shrink_keeps_the_divergence_explanations_signature_by_default(
 
 
 def test_compare_signature_separates_kinds() -> None:
-    from tracediff.shrink import compare_signature
+    from tracediff.search.shrink import compare_signature
 
     scenario = _first_diverging("quick", SLOT_TIEBREAK, 8)
     specs = (REFERENCE, SLOT_TIEBREAK)
@@ -374,7 +374,7 @@ def test_fuzz_finds_and_shrinks_a_divergence() -> None:
 
 
 def test_fuzz_of_identical_implementations_finds_nothing() -> None:
-    from tracediff.fuzz import fuzz
+    from tracediff.search.fuzz import fuzz
 
     result = fuzz((REFERENCE, REFERENCE), max_examples=8, seed=1)
     assert result.ok and result.examples == 8

@@ -5,7 +5,8 @@ trace with state of its own and derives each plan record (eligibility, caps, cur
 prefill row, candidates, allocation, E, shapes, durations and the table, pruning, the
 winner, credit, acceptance probes, refresh, the round, lane values) and each retirement,
 comparing them with what the reference recorded, bit for bit. It imports nothing from
-``tracediff.sched``, so a mistake shared by the formulas module and both implementations
+``tracediff.models.specdec.sched``, so a mistake shared by the formulas module and both
+implementations
 still shows here. The records are the contract: the reference is only run, never read.
 
 Scenarios come from the Hypothesis strategies (with the generator's tie-making regimes:
@@ -25,12 +26,12 @@ from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
 from tests.spec_oracle import OracleStats, check_trace
-from tracediff.impls import parse_impl
-from tracediff.runner import trace_records
-from tracediff.scenario.generator import generate
-from tracediff.scenario.model import Scenario, SchedulerParams
-from tracediff.scenario.profiles import load_profile
-from tracediff.scenario.strategies import scenarios, scheduler_params
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario, SchedulerParams
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.scenario.strategies import scenarios, scheduler_params
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import trace_records
 
 EXAMPLES = int(os.environ.get("TRACEDIFF_PROPERTY_EXAMPLES", "30"))
 PROPERTY = settings(

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.impls import parse_impl
-from tracediff.runner import write_trace
-from tracediff.scenario.model import Scenario
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.project.impls import parse_impl
+from tracediff.running.runner import write_trace
 from tracediff.trace import BodyDigest, TraceReader, decode, encode, first_difference
 from tracediff.trace.codec import PREVIOUS_VERSION
 from tracediff.trace.upgrade import file_version, upgrade_trace

@@ -30,7 +30,7 @@ BUGGY = USER_SCHEDULER  # the reference with a planted bug in its pending advanc
 
 FIXED = '''
 """A user's scheduler: decides as the reference (the bug is fixed)."""
-from tracediff.sched.optimized import OptimizedScheduler
+from tracediff.models.specdec.sched.optimized import OptimizedScheduler
 
 
 class FastScheduler(OptimizedScheduler):
@@ -273,9 +273,9 @@ def test_ci_annotations_point_at_the_project_files_and_junit_validates(tmp_path:
     and a failed gate step is a failing test case of its own."""
     import xmlschema
 
-    from tracediff.regressions import save_scenario
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import load_profile
+    from tracediff.project.corpus import save_scenario
 
     project = _project(tmp_path, BUGGY)
     save_scenario(generate(load_profile("quick"), BUGGY_SEED), project / "scenarios/regressions")
@@ -315,7 +315,7 @@ def test_junit_of_a_gate_with_skipped_steps_validates(tmp_path: Path) -> None:
 
 def test_a_built_in_corpus_file_is_named_builtin_never_by_its_installed_path() -> None:
     from tracediff.gate import GateOptions
-    from tracediff.regressions import corpus_files, load_scenario
+    from tracediff.project.corpus import corpus_files, load_scenario
     from tracediff.resources import builtin_dir
 
     builtin = builtin_dir("regressions")

@@ -28,20 +28,20 @@ if TYPE_CHECKING:
     from tracediff.api import scenarios_of as scenarios_of
     from tracediff.compare.model import Divergence as Divergence
     from tracediff.compare.model import FieldChange as FieldChange
-    from tracediff.config import Config as Config
-    from tracediff.config import load_config as load_config
     from tracediff.errors import TracediffError as TracediffError
+    from tracediff.models.specdec.scenario.generator import generate as generate
+    from tracediff.models.specdec.scenario.model import RequestSpec as RequestSpec
+    from tracediff.models.specdec.scenario.model import Scenario as Scenario
+    from tracediff.models.specdec.scenario.model import SchedulerParams as SchedulerParams
+    from tracediff.models.specdec.scenario.profiles import Profile as Profile
+    from tracediff.models.specdec.scenario.profiles import load_profile as load_profile
+    from tracediff.models.specdec.scenario.strategies import request_specs as request_specs
+    from tracediff.models.specdec.scenario.strategies import scenarios as scenario_strategy
+    from tracediff.models.specdec.scenario.strategies import scheduler_params as scheduler_params
     from tracediff.project import Project as Project
     from tracediff.project import resolve as load_project
-    from tracediff.scenario.generator import generate as generate
-    from tracediff.scenario.model import RequestSpec as RequestSpec
-    from tracediff.scenario.model import Scenario as Scenario
-    from tracediff.scenario.model import SchedulerParams as SchedulerParams
-    from tracediff.scenario.profiles import Profile as Profile
-    from tracediff.scenario.profiles import load_profile as load_profile
-    from tracediff.scenario.strategies import request_specs as request_specs
-    from tracediff.scenario.strategies import scenarios as scenario_strategy
-    from tracediff.scenario.strategies import scheduler_params as scheduler_params
+    from tracediff.project.config import Config as Config
+    from tracediff.project.config import load_config as load_config
 
 _EXPORTS = {
     "ComparisonResult": "tracediff.api",
@@ -55,17 +55,17 @@ _EXPORTS = {
     "Divergence": "tracediff.compare.model",
     "FieldChange": "tracediff.compare.model",
     "TracediffError": "tracediff.errors",
-    "Config": "tracediff.config",
-    "load_config": "tracediff.config",
-    "generate": "tracediff.scenario.generator",
-    "RequestSpec": "tracediff.scenario.model",
-    "Scenario": "tracediff.scenario.model",
-    "SchedulerParams": "tracediff.scenario.model",
-    "Profile": "tracediff.scenario.profiles",
-    "load_profile": "tracediff.scenario.profiles",
-    "request_specs": "tracediff.scenario.strategies",
-    "scheduler_params": "tracediff.scenario.strategies",
-    "scenario_strategy": "tracediff.scenario.strategies:scenarios",
+    "Config": "tracediff.project.config",
+    "load_config": "tracediff.project.config",
+    "generate": "tracediff.models.specdec.scenario.generator",
+    "RequestSpec": "tracediff.models.specdec.scenario.model",
+    "Scenario": "tracediff.models.specdec.scenario.model",
+    "SchedulerParams": "tracediff.models.specdec.scenario.model",
+    "Profile": "tracediff.models.specdec.scenario.profiles",
+    "load_profile": "tracediff.models.specdec.scenario.profiles",
+    "request_specs": "tracediff.models.specdec.scenario.strategies",
+    "scheduler_params": "tracediff.models.specdec.scenario.strategies",
+    "scenario_strategy": "tracediff.models.specdec.scenario.strategies:scenarios",
 }
 
 __all__ = [

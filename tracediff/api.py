@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
-from tracediff.scenario.model import Scenario
-from tracediff.scenario.profiles import Profile, load_profile, parse_seeds
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import Profile, load_profile, parse_seeds
 
 if TYPE_CHECKING:
     from tracediff.project import Project
@@ -90,7 +90,7 @@ def scenarios_of(
 ) -> list[Scenario]:
     """The scenarios of a profile (a name, a .toml path or a loaded :class:`Profile`), for
     ``seeds`` (``"0..7"``, ``[3, 7]``) or else the profile's own seed set."""
-    from tracediff.scenario.generator import generate
+    from tracediff.models.specdec.scenario.generator import generate
 
     loaded = load_profile(profile) if isinstance(profile, str) else profile
     if seeds is None:
@@ -108,9 +108,9 @@ def regression_scenarios(
     """The project's regression corpus (what ``shrink --save`` and ``fuzz --save`` wrote,
     what ``gate`` replays) for comparing ``impls``: a label saying which corpus it is, and
     each file with its scenario, in the order the gate replays them."""
-    from tracediff.impls import parse_impl
     from tracediff.project import resolve
-    from tracediff.regressions import corpus_files, load_scenario
+    from tracediff.project.corpus import corpus_files, load_scenario
+    from tracediff.project.impls import parse_impl
 
     project = project or resolve()
     chosen = tuple(impls) if impls else project.impls
@@ -141,8 +141,8 @@ def compare_implementations(
     implementation); what an implementation does is never raised, it is the result.
     """
     from tracediff.compare.explain import explain_many
-    from tracediff.impls import load, parse_impl
-    from tracediff.runner import RunOptions, run_scenarios
+    from tracediff.project.impls import load, parse_impl
+    from tracediff.running.runner import RunOptions, run_scenarios
 
     if isinstance(what, Scenario):
         chosen = [what]

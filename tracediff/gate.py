@@ -45,9 +45,9 @@ from tracediff.compare.model import (
     StepOutcome,
 )
 from tracediff.executor import DONE, Executor
-from tracediff.impls import ImplSpec
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.project.impls import ImplSpec
 from tracediff.report.describe import plural
-from tracediff.scenario.model import Scenario
 
 GOLDEN_SUITE = "golden"
 REGRESSIONS_SUITE = "regressions"
@@ -69,7 +69,7 @@ class GateOptions:
     def scenario_arg(self, path: Path) -> str:
         """How ``run --scenario`` names a corpus file: ``builtin:NAME`` for the built-in
         corpus (never an installed package's path), else relative to the project's root."""
-        from tracediff.regressions import builtin_name
+        from tracediff.project.corpus import builtin_name
 
         return builtin_name(path) or self.shown(path)
 
@@ -107,7 +107,7 @@ def run_gate(
     ``executor`` (the caller keeps it), else on one opened here for the whole gate."""
     if executor is not None:
         return _run_gate(options, on_progress, on_result, executor)
-    from tracediff.runner import RunOptions
+    from tracediff.running.runner import RunOptions
 
     # As run's: a local pool when jobs > 1 or a time limit must be able to kill a hang.
     own = RunOptions(impls=options.impls, jobs=options.jobs, timeout_s=options.timeout_s)
@@ -121,7 +121,7 @@ def _run_gate(
     on_result: Callable[[object], None] | None,
     executor: Executor,
 ) -> GateResult:
-    from tracediff.regressions import REGRESSION_PREFIX, load_scenario
+    from tracediff.project.corpus import REGRESSION_PREFIX, load_scenario
 
     started = time.perf_counter()
     steps: list[StepOutcome] = []
@@ -221,7 +221,7 @@ def _run_step(
     """Run one step's scenarios and explain its findings: (step, outcomes, stop signal,
     the runner's results)."""
     from tracediff.compare.explain import explain_results
-    from tracediff.runner import RunOptions, run_scenarios
+    from tracediff.running.runner import RunOptions, run_scenarios
 
     run_options = RunOptions(
         impls=options.impls,
@@ -287,7 +287,7 @@ def _golden_step(
     on a scenario that is already a finding, or the scenario moved into the golden suite as
     a finding of its own when its implementations agree (the reference changed)."""
     from tracediff import golden
-    from tracediff.runner import ScenarioResult
+    from tracediff.running.runner import ScenarioResult
 
     if options.golden_dir is None:
         detail = options.golden_label or "no golden directory configured"
@@ -411,7 +411,7 @@ def _explain_reference_changes(
     """Why each scenario on which every implementation agrees misses its golden digest:
     one re-run of the baseline per scenario, on ``executor``."""
     from tracediff import golden
-    from tracediff.runner import ScenarioResult
+    from tracediff.running.runner import ScenarioResult
 
     assert isinstance(manifest, golden.Manifest) and options.golden_dir is not None
     work = []

@@ -28,13 +28,13 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.call import Guarded, ImplementationFailed, construct, summary
 from tracediff.compare.readable import readable
 from tracediff.errors import TraceFormatError
-from tracediff.impls import ImplSpec, load
-from tracediff.runner import private_copy
-from tracediff.scenario.model import Scenario
-from tracediff.sched.record import packed_record
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.record import packed_record
+from tracediff.project.impls import ImplSpec, load
+from tracediff.running.call import Guarded, ImplementationFailed, construct, summary
+from tracediff.running.runner import private_copy
 from tracediff.trace import TraceReader, encode
 from tracediff.trace.schema import Schema, TraceChecker, checked_records, header_schema
 
@@ -155,7 +155,7 @@ def replay(
         )
     scenario = checker.scenario
     factory = load(spec)
-    # its failures are ImplementationFailed (exit 1), whatever it raises (tracediff.call)
+    # its failures are ImplementationFailed (exit 1), whatever it raises (tracediff.running.call)
     scheduler = Guarded(construct(spec.name, factory, private_copy(scenario)), spec.name)
     session = _Session(reader.name, spec.name, scheduler, scenario, until, want_state)
     session.columns = {name: list(cols) for name, cols in current.items()}
@@ -383,7 +383,7 @@ def format_path(path: Path, record: Any = None, columns: dict[str, list[str]] | 
     column) or a list of rows (``candidates``: the next index is a row, then a column).
     """
     if columns is None:
-        from tracediff.sched.record import COLUMNS
+        from tracediff.models.specdec.sched.record import COLUMNS
 
         columns = {name: list(cols) for name, cols in COLUMNS.items()}
     out = ""

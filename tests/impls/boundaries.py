@@ -8,7 +8,7 @@ them meet; ``tests/test_rule_coverage.py`` checks that quick catches both.
 
 from __future__ import annotations
 
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 
 class UnfundedAtCreditScheduler(ReferenceScheduler):

@@ -10,8 +10,8 @@ import signal
 import tempfile
 from pathlib import Path
 
-from tracediff.scenario.model import Scenario
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 DIE_SEED = 2
 

@@ -7,7 +7,7 @@ candidates prune each other. The first divergence is a *decision* (the pruned se
 
 from __future__ import annotations
 
-from tracediff.sched.reference import Candidate, ReferenceScheduler
+from tracediff.models.specdec.sched.reference import Candidate, ReferenceScheduler
 
 
 class EagerPruneScheduler(ReferenceScheduler):

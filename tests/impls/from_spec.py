@@ -1,6 +1,7 @@
 """A scheduler written from docs/scheduler.md alone, to show the page is the whole spec.
 
-It imports nothing from ``tracediff.sched`` (no formulas, no core, no record builder): every
+It imports nothing from ``tracediff.models.specdec.sched`` (no formulas, no core, no record
+builder): every
 rule, operation order and record type below follows the page's words, step by step. Its
 traces must be byte-identical to the reference's; a test checks that on quick scenarios, so
 a rule that changes in the code without the page (or the page without the code) fails.

@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any
 
-from tracediff.scenario.model import Scenario
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 HANG_SEED = 1
 HANG_AT = 2

@@ -9,8 +9,8 @@ from __future__ import annotations
 import resource
 from typing import Any
 
-from tracediff.scenario.model import Scenario
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 HOG_SEED = 2
 HOG_AT = 2

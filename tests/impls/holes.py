@@ -30,8 +30,8 @@ from typing import Any
 
 from tests.impls.hostile import HOSTILE_AT, HOSTILE_SEED, _HostileOnOneSeed
 from tracediff.errors import UsageError
-from tracediff.scenario.model import Scenario
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 HUGE_MESSAGE = 20 * 1024 * 1024
 

@@ -36,9 +36,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tracediff.scenario.model import Scenario
-from tracediff.sched.record import CANDIDATES, rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.record import CANDIDATES, rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 HOSTILE_SEED = 3
 HOSTILE_AT = 2

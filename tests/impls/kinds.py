@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff.scenario.model import Scenario
-from tracediff.sched.record import packed_record, rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.record import packed_record, rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 AT = 2  # the plan whose record (or completion) is spoiled
 RAISE_AT = 6  # DivergeThenRaiseScheduler raises here, after its divergence at AT

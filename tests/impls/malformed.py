@@ -25,8 +25,8 @@ import os
 import sys
 from typing import Any
 
-from tracediff.scenario.model import Scenario
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 BAD_SEED = 3
 BAD_AT = 2

@@ -20,9 +20,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tracediff import serve  # noqa: E402
-from tracediff.scenario.model import Scenario  # noqa: E402
-from tracediff.sched.reference import ReferenceScheduler  # noqa: E402
+from tracediff.models.specdec import serve  # noqa: E402
+from tracediff.models.specdec.scenario.model import Scenario  # noqa: E402
+from tracediff.models.specdec.sched.reference import ReferenceScheduler  # noqa: E402
 
 BAD_SEED = 1
 BAD_AT = 3

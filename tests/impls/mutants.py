@@ -7,8 +7,8 @@ checks that the quick profile catches every one of them.
 
 from __future__ import annotations
 
-from tracediff.sched import formulas as F
-from tracediff.sched.reference import Candidate, ReferenceScheduler
+from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.reference import Candidate, ReferenceScheduler
 
 
 class SwappedTieBreakScheduler(ReferenceScheduler):

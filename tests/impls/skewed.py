@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 SKEW_AT = 3
 

@@ -8,9 +8,9 @@ first divergence is a *decision* (a lane's prefix).
 
 from __future__ import annotations
 
-from tracediff.sched import formulas as F
-from tracediff.sched.core import Lane
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.core import Lane
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 
 class SlotTieBreakScheduler(ReferenceScheduler):

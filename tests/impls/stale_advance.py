@@ -7,9 +7,9 @@ than it may. The first divergence is a *decision* (a lane's cap, then its prefix
 
 from __future__ import annotations
 
-from tracediff.sched import formulas as F
-from tracediff.sched.core import RequestState
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.core import RequestState
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 
 class StaleAdvanceScheduler(ReferenceScheduler):

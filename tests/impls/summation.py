@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff.sched import formulas as F
-from tracediff.sched.reference import Candidate, ReferenceScheduler
+from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.reference import Candidate, ReferenceScheduler
 
 
 class ReversedSumScheduler(ReferenceScheduler):

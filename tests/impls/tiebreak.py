@@ -8,7 +8,7 @@ the padded tokens make such ties (whole expected tokens over whole durations).
 
 from __future__ import annotations
 
-from tracediff.sched.reference import Candidate, ReferenceScheduler
+from tracediff.models.specdec.sched.reference import Candidate, ReferenceScheduler
 
 
 class TieBreakScheduler(ReferenceScheduler):

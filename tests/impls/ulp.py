@@ -10,8 +10,8 @@ import math
 from typing import Any
 
 from tests.impls.slot_tiebreak import SlotTieBreakScheduler
-from tracediff.sched.record import packed_record, rows_view
-from tracediff.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.sched.record import packed_record, rows_view
+from tracediff.models.specdec.sched.reference import ReferenceScheduler
 
 
 def _one_ulp_higher(record: dict[str, Any]) -> dict[str, Any]:

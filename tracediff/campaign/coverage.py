@@ -3,7 +3,8 @@
 ``tracediff campaign --coverage`` drives one implementation (the reference by default) over
 the range on the executor, as ``tracediff coverage`` does over a profile, and keeps each
 seed's feature counts in the campaign's store (table ``coverage``: seed, worker, seconds,
-plans, counts as JSON in the order of :data:`tracediff.coverage.FEATURES`, or the reason
+plans, counts as JSON in the order of :data:`tracediff.models.specdec.coverage.FEATURES`, or the
+reason
 the seed could not be measured). The report adds them up by streaming the rows, so a
 million seeds need not be held at once.
 """
@@ -18,18 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracediff.campaign.store import CampaignStore
-from tracediff.coverage import (
+from tracediff.executor import DONE, Executor, Outcome, grace
+from tracediff.models.specdec.coverage import (
     FEATURES,
     INFORMATIONAL,
     CoverageReport,
     FeatureCoverage,
     coverage_task,
 )
-from tracediff.executor import DONE, Executor, Outcome, grace
-from tracediff.runner import StopSignals
-from tracediff.scenario.profiles import Profile
-from tracediff.sched.clauses import BY_NAME as CLAUSES_BY_NAME
-from tracediff.sched.clauses import NAMES as CLAUSE_NAMES
+from tracediff.models.specdec.scenario.profiles import Profile
+from tracediff.models.specdec.sched.clauses import BY_NAME as CLAUSES_BY_NAME
+from tracediff.models.specdec.sched.clauses import NAMES as CLAUSE_NAMES
+from tracediff.running.runner import StopSignals
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS coverage (

@@ -11,8 +11,9 @@ from typing import Any
 from tracediff.campaign.store import CampaignStore, Row, Totals
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
 from tracediff.executor import DONE, Executor, Outcome
-from tracediff.impls import ImplSpec
-from tracediff.runner import (
+from tracediff.models.specdec.scenario.profiles import Profile
+from tracediff.project.impls import ImplSpec
+from tracediff.running.runner import (
     IDENTICAL,
     TIMEOUT,
     WORKER_DIED,
@@ -22,7 +23,6 @@ from tracediff.runner import (
     outcome_result,
     run_task,
 )
-from tracediff.scenario.profiles import Profile
 
 SUITE = "campaign"
 
@@ -46,7 +46,7 @@ class CampaignOptions:
 
     def identity(self) -> dict[str, Any]:
         """What a campaign directory belongs to: resuming with other values is refused."""
-        from tracediff.fingerprint import fingerprint
+        from tracediff.running.fingerprint import fingerprint
 
         options = {**self.run_options.outcome_options(), "profile": repr(self.profile)}
         return {
@@ -159,7 +159,7 @@ def _campaign_task(
     the same isolation and limits), so that its signature is known as it arrives."""
     from tracediff.compare.equivalence import Equivalence
     from tracediff.compare.explain import explain_task
-    from tracediff.scenario.generator import generate
+    from tracediff.models.specdec.scenario.generator import generate
 
     profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
     scenario = generate(profile, seed)
@@ -225,6 +225,6 @@ def _row(
 
 
 def _scenario(options: CampaignOptions, seed: int) -> Any:
-    from tracediff.scenario.generator import generate
+    from tracediff.models.specdec.scenario.generator import generate
 
     return generate(options.profile, seed)

@@ -229,7 +229,7 @@ class CampaignStore:
                 f"{self.path.parent} holds another campaign ({meta['identity']}); give "
                 "another --out, or the same implementations and profile to resume it"
             )
-        from tracediff.fingerprint import changed
+        from tracediff.running.fingerprint import changed
 
         what = changed(
             stored_code if isinstance(stored_code, dict) else {}, identity.get("fingerprint", {})

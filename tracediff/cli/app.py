@@ -24,7 +24,7 @@ from rich.console import Console
 
 from tracediff import __version__
 from tracediff.errors import TracediffError, UsageError
-from tracediff.impls import ImplSpec, load, parse_impl
+from tracediff.project.impls import ImplSpec, load, parse_impl
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -126,10 +126,10 @@ class TracediffGroup(_HelpGroup):
             _fail_usage(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from tracediff.call import real_interrupts
+        from tracediff.running.call import real_interrupts
 
         try:
-            # a real Ctrl-C raises tracediff.call.Interrupted while a command runs, so that
+            # a real Ctrl-C raises tracediff.running.call.Interrupted while a command runs, so that
             # the call sites of implementation code tell it from the implementation's own
             with real_interrupts():
                 return super().invoke(ctx)
@@ -265,8 +265,8 @@ def resolve_equivalence(mode: str, ulps: int | None) -> Any:
 
 def resolve_scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
     from tracediff.cli.settings import profile as default_profile
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile, parse_seeds
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import load_profile, parse_seeds
 
     profile = load_profile(default_profile(profile_name))
     seeds = parse_seeds(seeds_text) if seeds_text is not None else profile.seeds
@@ -374,7 +374,7 @@ MAX_CONTEXT = 100_000  # records of context; more than any trace a person reads
 
 def resolve_jobs(value: int | None) -> int:
     from tracediff.cli.settings import jobs
-    from tracediff.runner import default_jobs
+    from tracediff.running.runner import default_jobs
 
     value = jobs(value)
     if value is None:

@@ -8,8 +8,8 @@ import click
 
 from tracediff.cli.app import check_output_file, main, make_console, resolve_impls
 from tracediff.errors import UsageError
-from tracediff.impls import load
-from tracediff.scenario.profiles import parse_seeds
+from tracediff.models.specdec.scenario.profiles import parse_seeds
+from tracediff.project.impls import load
 
 
 def _counts(text: str) -> tuple[int, ...]:
@@ -84,7 +84,7 @@ def bench(
         return
     if profile_name is not None or seeds is not None:
         raise UsageError("--profile and --seeds go with --harness")
-    from tracediff.bench import bench_to_dict, run_bench
+    from tracediff.models.specdec.bench import bench_to_dict, run_bench
     from tracediff.report.bench import bench_renderable
 
     check_output_file(json_path, "--json")
@@ -107,7 +107,7 @@ def _bench_harness(
     impls: tuple[str, ...], profile_name: str | None, seeds: str | None, json_path: str | None
 ) -> None:
     from tracediff.cli.app import resolve_scenarios
-    from tracediff.harness_cost import measure_harness
+    from tracediff.models.specdec.harness_cost import measure_harness
     from tracediff.report.harness import harness_renderable
 
     check_output_file(json_path, "--json")

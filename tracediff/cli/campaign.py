@@ -81,7 +81,11 @@ def campaign(
     from tracediff.cli import settings
     from tracediff.cli.run import check_flags
     from tracediff.executor import open_executor
-    from tracediff.scenario.profiles import MAX_CAMPAIGN_SEEDS, load_profile, parse_seeds
+    from tracediff.models.specdec.scenario.profiles import (
+        MAX_CAMPAIGN_SEEDS,
+        load_profile,
+        parse_seeds,
+    )
 
     if out is not None and not out.strip():
         raise UsageError("--out: the path is empty; give a directory")
@@ -171,7 +175,11 @@ def _coverage_campaign(
     """``campaign --coverage``: see :mod:`tracediff.campaign.coverage`. Exits."""
     from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
     from tracediff.executor import open_executor
-    from tracediff.scenario.profiles import MAX_CAMPAIGN_SEEDS, load_profile, parse_seeds
+    from tracediff.models.specdec.scenario.profiles import (
+        MAX_CAMPAIGN_SEEDS,
+        load_profile,
+        parse_seeds,
+    )
 
     (spec,) = resolve_impls(impls[:1], check, ("reference",))
     if len(impls) > 1:

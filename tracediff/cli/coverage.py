@@ -57,10 +57,10 @@ def coverage(
     """
     from tracediff.cli.heartbeat import Counter, heartbeat
     from tracediff.cli.settings import profile as default_profile
-    from tracediff.coverage import coverage as measure
-    from tracediff.coverage import coverage_to_dict
+    from tracediff.models.specdec.coverage import coverage as measure
+    from tracediff.models.specdec.coverage import coverage_to_dict
+    from tracediff.models.specdec.scenario.profiles import load_profile, parse_seeds
     from tracediff.report.coverage import coverage_renderable
-    from tracediff.scenario.profiles import load_profile, parse_seeds
 
     profile = load_profile(default_profile(profile_name))
     chosen = parse_seeds(seeds) if seeds is not None else profile.seeds

@@ -98,9 +98,9 @@ def fuzz(
 
     Exit 1 when a failure was found, 0 when none was in --max-examples scenarios.
     """
-    from tracediff.fuzz import FuzzProgress
-    from tracediff.fuzz import fuzz as run_fuzz
-    from tracediff.shrink import SIGNATURES, describe_signature, save_regression
+    from tracediff.search.fuzz import FuzzProgress
+    from tracediff.search.fuzz import fuzz as run_fuzz
+    from tracediff.search.shrink import SIGNATURES, describe_signature, save_regression
 
     options = shrink_options(budget, timeout_s, max_seconds, timeout_old)
     if max_examples < 1 or max_failures < 1 or max_requests < 1:
@@ -187,7 +187,7 @@ def _explain_failures(
     """Each failure's explanation and the command that reproduces it, saved or not: an
     unsaved shrunk scenario is kept under the artifacts directory so the command works."""
     import tracediff
-    from tracediff.regressions import save_scenario
+    from tracediff.project.corpus import save_scenario
 
     names = tuple(spec.arg for spec in specs)
     keep = Path(settings.artifacts(artifacts)) / "fuzz"

@@ -42,7 +42,7 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport, ScenarioOutcome
 from tracediff.errors import UsageError
-from tracediff.impls import ImplSpec
+from tracediff.project.impls import ImplSpec
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 ACTIONS_ENV = "GITHUB_ACTIONS"
@@ -158,7 +158,7 @@ def gate(
     nothing to check."""
     from tracediff.cli import settings
     from tracediff.gate import GateOptions, run_gate
-    from tracediff.regressions import corpus_files
+    from tracediff.project.corpus import corpus_files
 
     check_context(context)
     timeout_s = settings.timeout(timeout_s)
@@ -269,7 +269,7 @@ class AnnotationFiles:
 
 def _annotation_files(options: Any, specs: Sequence[ImplSpec], project: Any) -> AnnotationFiles:
     from tracediff.golden import manifest_path
-    from tracediff.regressions import REGRESSION_PREFIX, load_scenario
+    from tracediff.project.corpus import REGRESSION_PREFIX, load_scenario
 
     def inside(path: Path | None) -> str | None:
         if path is None:
@@ -293,8 +293,8 @@ def implementation_source(spec: ImplSpec) -> Path | None:
     """The file that defines an implementation (its module, or an ``exec:`` program)."""
     import importlib.util
 
-    from tracediff.fingerprint import exec_files
-    from tracediff.impls import EXEC_PREFIX
+    from tracediff.project.impls import EXEC_PREFIX
+    from tracediff.running.fingerprint import exec_files
 
     if spec.target.startswith(EXEC_PREFIX):
         program, scripts = exec_files(spec.target[len(EXEC_PREFIX) :])

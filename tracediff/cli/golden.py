@@ -33,7 +33,7 @@ from tracediff.report.describe import plural
 
 
 def _profile_size(profile_name: str) -> int:
-    from tracediff.scenario.profiles import load_profile
+    from tracediff.models.specdec.scenario.profiles import load_profile
 
     return len(load_profile(profile_name).seeds)
 
@@ -130,7 +130,7 @@ def check_command(
     from tracediff.cli import settings
     from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
-    from tracediff.scenario.profiles import parse_seeds
+    from tracediff.models.specdec.scenario.profiles import parse_seeds
 
     compare_as = resolve_equivalence(equivalence, ulps)
     check_seconds(timeout_s, "--timeout")

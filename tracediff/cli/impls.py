@@ -14,7 +14,7 @@ from tracediff.cli.app import check_json_target, emit_json, json_to_option, main
 def impls_command(json_path: str | None) -> None:
     """List built-in implementations, those installed as entry points (group
     tracediff.implementations), and how to name an external exec: one."""
-    from tracediff.impls import listing
+    from tracediff.project.impls import listing
 
     check_json_target(json_path)
     rows = listing()

@@ -21,7 +21,7 @@ from tracediff.cli.app import main
 def init(target: str) -> None:
     """Add a starter [tool.tracediff] table to pyproject.toml (never replaces one)."""
     from tracediff.atomic import write_text_atomic
-    from tracediff.config import starter_text
+    from tracediff.project.config import starter_text
 
     path = Path(target)
     existing = path.read_text(encoding="utf-8") if path.exists() else ""

@@ -18,7 +18,7 @@ from tracediff.cli.app import (
     make_console,
 )
 from tracediff.errors import UsageError
-from tracediff.impls import parse_impl
+from tracediff.project.impls import parse_impl
 
 
 @main.command()
@@ -119,15 +119,15 @@ def live(
     --impl optimized' re-drives another implementation from it. Needs the live extra:
     pip install 'tracediff-harness[live]'.
     """
-    from tracediff.live import require_torch
+    from tracediff.models.specdec.live import require_torch
 
     if requests < 1:
         raise UsageError(f"--requests must be at least 1, got {requests}")
     require_torch()  # one line naming the extra, exit 2, before anything else happens
-    from tracediff.live.engine import DeviceOptions
-    from tracediff.live.model import ModelConfig
-    from tracediff.live.session import LiveOptions
-    from tracediff.live.workload import WorkloadOptions
+    from tracediff.models.specdec.live.engine import DeviceOptions
+    from tracediff.models.specdec.live.model import ModelConfig
+    from tracediff.models.specdec.live.session import LiveOptions
+    from tracediff.models.specdec.live.workload import WorkloadOptions
 
     path = output or f"live-{seed}.trace"
     check_output_file(path, "-o/--output")
@@ -189,7 +189,7 @@ def live(
 def _with_progress(options: Any, spec: Any, path: str, requests: int, *, show: bool) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tracediff.live.session import run_live
+    from tracediff.models.specdec.live.session import run_live
 
     console = make_console(stderr=True)
     if not show or not console.is_terminal:

@@ -45,9 +45,9 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
-from tracediff.impls import CHECKED
+from tracediff.project.impls import CHECKED
 from tracediff.report.describe import plural
-from tracediff.runner import (
+from tracediff.running.runner import (
     DIVERGED,
     ERROR,
     IDENTICAL,
@@ -219,7 +219,7 @@ def run(
     job_count = resolve_jobs(jobs)
     executor_spec = resolve_executor(executor_text)
     if json_path and resume_dir:
-        from tracediff.journal import journal_path
+        from tracediff.running.journal import journal_path
 
         if Path(json_path).resolve() == journal_path(resume_dir).resolve():
             raise UsageError(
@@ -230,14 +230,14 @@ def run(
     if fresh:
         if resume_dir is None:
             raise UsageError("--fresh starts a new --resume journal; give --resume DIR too")
-        from tracediff.journal import start_fresh
+        from tracediff.running.journal import start_fresh
 
         moved = start_fresh(resume_dir)
         if moved is not None:
             click.echo(f"run: --fresh: moved the old journal to {moved}", err=True)
     check_output_file(json_path, "--json")  # after those: it may be inside one of them
     if scenario_files:
-        from tracediff.regressions import load_scenario
+        from tracediff.project.corpus import load_scenario
 
         if profile_name is not None or seeds is not None:
             raise UsageError("--scenario runs the given files only; drop --profile/--seeds")
@@ -249,7 +249,7 @@ def run(
         source = settings.corpus(regressions_dir, [s.target for s in specs])
         corpus_dir = source.path
     if corpus_dir is not None:
-        from tracediff.regressions import REGRESSION_PREFIX, load_corpus
+        from tracediff.project.corpus import REGRESSION_PREFIX, load_corpus
 
         # Past failures first, every time: they are small and the likeliest to catch a bug.
         corpus = load_corpus(corpus_dir)
@@ -348,7 +348,7 @@ def _run_explain_check(
     checked = None
     if self_check_flag and not summary.interrupted:
         from tracediff.cli.selfcheck import selfcheck_renderable
-        from tracediff.selfcheck import self_check
+        from tracediff.running.selfcheck import self_check
 
         checked = self_check(
             scenarios, options.impls, timeout_s=options.timeout_s, executor=executor
@@ -437,7 +437,7 @@ def _run_scenarios_cb(
     on_result: Callable[[ScenarioResult], None],
     executor: Any = None,
 ) -> RunSummary:
-    from tracediff.runner import run_scenarios
+    from tracediff.running.runner import run_scenarios
 
     return run_scenarios(scenarios, options, on_result, executor=executor)
 

@@ -65,7 +65,7 @@ def selfcheck(
     """
     from tracediff.cli.app import resolve_scenarios
     from tracediff.executor import open_executor
-    from tracediff.selfcheck import self_check
+    from tracediff.running.selfcheck import self_check
 
     check_seconds(timeout_s, "--timeout")
     check_output_file(json_path, "--json")
@@ -90,7 +90,7 @@ def selfcheck(
 def selfcheck_renderable(summary: Any) -> RenderableType:
     """The self-check's findings table (if any) and its verdict line; ``tracediff run
     --self-check`` prints the same under the run's summary."""
-    from tracediff.selfcheck import ERROR, NONDETERMINISTIC, TIMEOUT
+    from tracediff.running.selfcheck import ERROR, NONDETERMINISTIC, TIMEOUT
 
     parts: list[RenderableType] = []
     findings = [r for r in summary.results if r.status in (NONDETERMINISTIC, ERROR, TIMEOUT)]

@@ -114,8 +114,8 @@ def shrink(
     implementations agree on it (nothing to shrink), 2 on bad input.
     """
     from tracediff.cli.app import resolve_scenarios
-    from tracediff.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
-    from tracediff.shrink import shrink as run_shrink
+    from tracediff.search.shrink import SIGNATURES, ShrinkProgress, load_regression, save_regression
+    from tracediff.search.shrink import shrink as run_shrink
 
     options = shrink_options(budget, timeout_s, max_seconds, timeout_old)
     profile_name = settings.profile(profile_name)
@@ -169,7 +169,7 @@ def shrink(
     table.add_row("before", str(result.before[0]), str(result.before[1]))
     table.add_row("after", str(result.after[0]), str(result.after[1]))
     console.print(table)
-    from tracediff.shrink import describe_signature
+    from tracediff.search.shrink import describe_signature
 
     console.print(f"signature: {describe_signature(result.signature)}", markup=False)
     console.print(
@@ -209,7 +209,7 @@ def shrink(
     if traces_dir is not None:
         from pathlib import Path
 
-        from tracediff.runner import write_trace
+        from tracediff.running.runner import write_trace
 
         Path(traces_dir).mkdir(parents=True, exist_ok=True)
         traces = [write_trace(result.shrunk, spec, traces_dir) for spec in specs]
@@ -226,7 +226,7 @@ def shrink(
 def _refuse_code_named_by_data(path: str, names: tuple[str, ...]) -> None:
     """A scenario file names the implementations it was found with; importing them would
     let a data file choose code to run. Built-in names are fine; others need ``--impl``."""
-    from tracediff.impls import BUILTINS
+    from tracediff.project.impls import BUILTINS
 
     foreign = [name for name in names if name not in BUILTINS]
     if foreign:
@@ -237,7 +237,7 @@ def _refuse_code_named_by_data(path: str, names: tuple[str, ...]) -> None:
 
 
 def _shrink_json(result: Any, saved: Any, traces: list[str]) -> dict[str, Any]:
-    from tracediff.shrink import regression_document
+    from tracediff.search.shrink import regression_document
 
     return {
         "format": "tracediff-shrink",

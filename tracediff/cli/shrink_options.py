@@ -22,10 +22,10 @@ MAX_EXAMPLES = 1_000_000  # fuzz: generated scenarios; days of fuzzing, more is 
 
 DEFAULT_IMPLS = ("reference", "optimized")
 # The defaults, imported without the shrinker itself (it is loaded when a command runs).
-DEFAULT_EVALUATIONS = 2000  # tracediff.shrink.DEFAULT_EVALUATIONS
-DEFAULT_SHRINK_EVALUATIONS = 500  # tracediff.fuzz.DEFAULT_SHRINK_EVALUATIONS
-DEFAULT_RUN_TIMEOUT_S = 60.0  # tracediff.shrink.DEFAULT_RUN_TIMEOUT_S
-DEFAULT_MAX_SECONDS = 3600.0  # tracediff.shrink.DEFAULT_MAX_SECONDS
+DEFAULT_EVALUATIONS = 2000  # tracediff.search.shrink.DEFAULT_EVALUATIONS
+DEFAULT_SHRINK_EVALUATIONS = 500  # tracediff.search.fuzz.DEFAULT_SHRINK_EVALUATIONS
+DEFAULT_RUN_TIMEOUT_S = 60.0  # tracediff.search.shrink.DEFAULT_RUN_TIMEOUT_S
+DEFAULT_MAX_SECONDS = 3600.0  # tracediff.search.shrink.DEFAULT_MAX_SECONDS
 MAX_REQUESTS = 64  # what a scenario may hold (the generator matrix allows 1..64)
 
 
@@ -103,7 +103,7 @@ def shrink_budget(default_budget: int) -> Callable[[Any], Any]:
 def shrink_options(
     budget: int, timeout_s: float | None, max_seconds: float | None, timeout_old: float | None
 ) -> Any:
-    from tracediff.shrink import ShrinkOptions
+    from tracediff.search.shrink import ShrinkOptions
 
     if timeout_old is not None and max_seconds is None:
         max_seconds = timeout_old

@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from tracediff.call import ImplementationFailed
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
@@ -21,7 +20,8 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport
 from tracediff.errors import UsageError
-from tracediff.impls import parse_impl
+from tracediff.project.impls import parse_impl
+from tracediff.running.call import ImplementationFailed
 
 
 # -- record / diff / show ----------------------------------------------------------------------
@@ -50,13 +50,13 @@ from tracediff.impls import parse_impl
 )
 def record(profile_name: str | None, seed: int, impl: str, check: bool, output: str) -> None:
     """Record one scenario through one implementation into a trace file."""
-    from tracediff.runner import write_trace
+    from tracediff.running.runner import write_trace
 
     (scenario,) = resolve_scenarios(profile_name, str(seed))
     spec = parse_impl(impl, check=check)
     check_output_file(output, "-o/--output")
     try:
-        # every call of the implementation goes through tracediff.call: what it raises is
+        # every call of the implementation goes through tracediff.running.call: what it raises is
         # exit 1, never mistaken for a failure to write the file
         path = write_trace(scenario, spec, ".", output, guarded=True)
     except ImplementationFailed as failed:

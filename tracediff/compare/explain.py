@@ -14,7 +14,8 @@ a second, deterministic pass over the same records:
 4. Drive both once more comparing their ``state()`` after every event before the
    differing record (:mod:`tracediff.compare.state`): where the cause already showed.
 
-Failures are explained from the :class:`~tracediff.runner.ScenarioResult`: an error keeps the
+Failures are explained from the :class:`~tracediff.running.runner.ScenarioResult`: an error keeps
+the
 runner's traceback and is re-run to find the record it happened at, the driver call it
 raised in (its signature) and the context; a timeout is not re-run (it would hang again).
 A divergence followed by a failure is a divergence: the failure is context (``later``).
@@ -63,9 +64,9 @@ from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
-from tracediff.impls import ImplSpec, load
-from tracediff.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
-from tracediff.scenario.model import Scenario
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.project.impls import ImplSpec, load
+from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.trace import TraceReader, decode, encode
 from tracediff.trace.schema import checked_records, header_schema
 
@@ -101,7 +102,7 @@ def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
 
 
 _DRIVER = os.path.join("engine", "driver.py")
-_ENGINE = os.path.join("tracediff", "engine", "")
+_ENGINE = os.path.join("specdec", "engine", "")
 
 
 def raised_in(exc: BaseException) -> str:
@@ -386,7 +387,7 @@ def explain(
     *,
     state: bool = True,
 ) -> Divergence:
-    """Explain a finding of :func:`~tracediff.runner.run_scenario` by re-running it.
+    """Explain a finding of :func:`~tracediff.running.runner.run_scenario` by re-running it.
 
     The implementations are driven again (deterministically) only as far as the divergence
     or failure, plus a few plans for the timeline; with ``state``, once more to compare

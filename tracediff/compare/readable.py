@@ -4,7 +4,7 @@ A trace stores a plan record's wide tables as typed columns (``bytes`` per colum
 built-in's ``plan()`` returns them that way too. Field paths (``candidates[3].value``),
 ULP distances and JSON reports all need one value per cell, so every record this package
 compares, labels or keeps for a report goes through :func:`readable` first: tables become
-rows, exactly the version 1 shape (``tracediff.sched.record.rows_view``).
+rows, exactly the version 1 shape (``tracediff.models.specdec.sched.record.rows_view``).
 
 A table that cannot be read as rows (columns of the wrong width, rows no column holds) is
 kept as recorded, with any ``bytes`` written as hexadecimal text: a report still shows what
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff.columns import ColumnError
-from tracediff.sched.record import packed_record, rows_view
+from tracediff.models.specdec.sched.record import packed_record, rows_view
+from tracediff.trace.columns import ColumnError
 
 
 def readable(record: Any) -> Any:

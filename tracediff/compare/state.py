@@ -22,9 +22,9 @@ from typing import Any
 
 from tracediff.compare.model import StateDiff
 from tracediff.compare.readable import readable
-from tracediff.engine.driver import drive
-from tracediff.runner import private_copy
-from tracediff.scenario.model import RequestSpec, Scenario
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.running.runner import private_copy
 from tracediff.trace import encode
 
 Factory = Callable[[Scenario], Any]

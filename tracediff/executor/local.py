@@ -54,7 +54,6 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from tracediff.call import HarnessSignal
 from tracediff.errors import UsageError, WorkerStartError
 from tracediff.executor.base import (
     ATTEMPTS,
@@ -68,6 +67,7 @@ from tracediff.executor.base import (
     Outcome,
     Task,
 )
+from tracediff.running.call import HarnessSignal
 
 # How long a hung worker gets to write its stack after SIGUSR1, and how long stopping
 # workers get to exit on SIGTERM before they are killed.
@@ -85,7 +85,7 @@ START_ATTEMPTS = 4
 # The exit status multiprocessing gives a forkserver worker whose status never came: the
 # fork server that would have reported it is gone.
 FORKSERVER_LOST = 255
-_PRELOAD = ["tracediff.runner"]
+_PRELOAD = ["tracediff.running.runner"]
 
 
 class WorkerStop(HarnessSignal):
@@ -551,14 +551,14 @@ def _stop_children() -> tuple[str, ...]:
     grandchildren, the process-group kill when the worker ends is what stops them.
 
     Spared: the processes of ``exec:`` implementations, which a worker keeps between
-    scenarios on purpose (:mod:`tracediff.external`)."""
+    scenarios on purpose (:mod:`tracediff.models.specdec.external`)."""
     pids: set[int] = set()
     with contextlib.suppress(OSError):
         for thread in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError, ValueError):
                 text = Path(f"/proc/self/task/{thread}/children").read_text()
                 pids.update(int(pid) for pid in text.split())
-    external = sys.modules.get("tracediff.external")
+    external = sys.modules.get("tracediff.models.specdec.external")
     if external is not None:
         pids -= external.live_pids()
     found = []

@@ -37,8 +37,8 @@ from tracediff.golden.manifest import (
     read_manifest,
     trace_path,
 )
-from tracediff.impls import ImplSpec, parse_impl
-from tracediff.scenario.model import Scenario
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.project.impls import ImplSpec, parse_impl
 from tracediff.trace import TraceReader, first_difference
 
 
@@ -159,8 +159,8 @@ class GoldenOutcome:
 
 
 def profile_scenarios(profile_name: str) -> tuple[str, list[Scenario]]:
-    from tracediff.scenario.generator import generate
-    from tracediff.scenario.profiles import load_profile
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import load_profile
 
     profile = load_profile(profile_name)
     if not profile.seeds:
@@ -294,7 +294,7 @@ def _tolerate(
     executor: Executor,
 ) -> tuple[list[GoldenMismatch], list[tuple[int, int, int]]]:
     """Digest mismatches that decision equivalence accepts, taken out of ``mismatches``."""
-    from tracediff.runner import IDENTICAL
+    from tracediff.running.runner import IDENTICAL
 
     digests = [m for m in mismatches if m.kind == DIGEST]
     reference = parse_impl(manifest.impl)
@@ -316,7 +316,7 @@ def _tolerate(
 
 
 def _lockstep_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> Any:
-    from tracediff.runner import run_scenario
+    from tracediff.running.runner import run_scenario
 
     scenario, reference, spec, timeout_s, equivalence = args
     return run_scenario(
@@ -406,7 +406,7 @@ def _explain(
     timeout_s: float | None,
     explain_fn: ExplainFn | None,
 ) -> GoldenMismatch:
-    from tracediff.runner import IDENTICAL, run_scenario
+    from tracediff.running.runner import IDENTICAL, run_scenario
 
     assert mismatch.expected is not None
     reference = parse_impl(manifest.impl)
@@ -457,8 +457,8 @@ def _scenario_changed(mismatch: GoldenMismatch) -> bool:
 
 def _describe_result(scenario: Scenario, result: Any, specs: Sequence[ImplSpec]) -> str:
     """One line: where the lockstep run found the first difference, and in which field."""
-    from tracediff.runner import DIVERGED
-    from tracediff.shrink import default_signature
+    from tracediff.running.runner import DIVERGED
+    from tracediff.search.shrink import default_signature
 
     a, b = specs[0].name, specs[1].name
     if result.status != DIVERGED:
@@ -482,7 +482,7 @@ def explain_reference_change(
 ) -> GoldenMismatch:
     """The manifest's own implementation no longer matches: compare with the golden trace
     when this seed kept one, else say what changed in the counts."""
-    from tracediff.runner import write_trace
+    from tracediff.running.runner import write_trace
 
     assert mismatch.expected is not None and mismatch.actual is not None
     actual, expected = mismatch.actual, mismatch.expected

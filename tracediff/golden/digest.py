@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.call import passes_through
-from tracediff.engine.driver import drive
 from tracediff.errors import SchedulerFault
 from tracediff.executor import (
     DONE,
@@ -23,9 +21,11 @@ from tracediff.executor import (
     time_limit,
 )
 from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
-from tracediff.impls import ImplSpec, load
-from tracediff.runner import private_copy
-from tracediff.scenario.model import Scenario
+from tracediff.models.specdec.engine.driver import drive
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.project.impls import ImplSpec, load
+from tracediff.running.call import passes_through
+from tracediff.running.runner import private_copy
 from tracediff.trace import BodyDigest, encode
 
 

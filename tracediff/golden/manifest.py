@@ -11,14 +11,14 @@ from typing import Any
 
 from tracediff.errors import NESTING, TraceFormatError
 from tracediff.filenames import component, inside
-from tracediff.impls import ImplSpec
+from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.project import ENVIRONMENT
 
 # CI detection lives with the project's settings; golden and shrink both ask it where a CI
 # run's output goes.
 from tracediff.project import artifacts_dir as artifacts_dir
 from tracediff.project import in_ci as in_ci
-from tracediff.scenario.model import Scenario
+from tracediff.project.impls import ImplSpec
 
 FORMAT = "tracediff-golden"
 VERSION = 1

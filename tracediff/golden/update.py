@@ -31,9 +31,9 @@ from tracediff.golden.manifest import (
     read_manifest,
     trace_path,
 )
-from tracediff.impls import ImplSpec, parse_impl
+from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.project import artifacts_dir, in_ci
-from tracediff.scenario.model import Scenario
+from tracediff.project.impls import ImplSpec, parse_impl
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def update(
 
 
 def _write_trace_task(args: tuple[Scenario, ImplSpec, str], _progress: Any, _notify: Any) -> str:
-    from tracediff.runner import write_trace
+    from tracediff.running.runner import write_trace
 
     scenario, spec, path = args
     return write_trace(scenario, spec, str(Path(path).parent), path)

@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracediff.bench import BenchResult
+from tracediff.models.specdec.bench import BenchResult
 
 # The performance targets (docs/optimized.md), checked on the 64-request device rows.
 TARGET_RATIO = 4.0

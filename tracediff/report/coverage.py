@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracediff.coverage import CoverageReport
+from tracediff.models.specdec.coverage import CoverageReport
 
 
 def coverage_renderable(report: CoverageReport) -> RenderableType:
@@ -44,7 +44,7 @@ def clause_table(report: CoverageReport) -> Table:
     """Rule coverage: per clause of the [fixed] rules, the scenarios and plans it decided in.
 
     Clauses proved unreachable (docs/scheduler.md) are dim and marked with their proof."""
-    from tracediff.sched.clauses import BY_NAME
+    from tracediff.models.specdec.sched.clauses import BY_NAME
 
     scenarios = len(report.scenarios)
     table = Table(title="decided by: rule clauses", header_style="bold")

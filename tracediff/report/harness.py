@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracediff.harness_cost import HarnessResult
+from tracediff.models.specdec.harness_cost import HarnessResult
 
 # The target: encode + digest + compare within 5 % of the optimized plan().
 TARGET_SHARE = 0.05

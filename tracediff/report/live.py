@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from tracediff.live.summary import DepthAcceptance, LiveSummary
+from tracediff.models.specdec.live.summary import DepthAcceptance, LiveSummary
 
 
 def _rates(depths: list[DepthAcceptance]) -> str:

@@ -21,7 +21,7 @@ from tracediff.compare.model import (
 from tracediff.compare.signature import group_signatures
 from tracediff.outcomes import Kind
 from tracediff.report import describe
-from tracediff.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, RunSummary, ScenarioResult
+from tracediff.running.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, RunSummary, ScenarioResult
 
 MAX_LISTED = 20
 

@@ -10,9 +10,9 @@ file, the record and the field (exit 2); nothing else escapes.
 The schema is data, read from three places so that it follows the scheduler model rather
 than copying it:
 
-* ``tracediff/sched/record.py``: ``PLAN_KEYS`` (the keys of a plan record, in order),
+* ``tracediff/models/specdec/sched/record.py``: ``PLAN_KEYS`` (the keys of a plan record, in order),
   ``COLUMNS`` (which plan fields are rows, and their column names) and ``TABLES`` (the wide
-  tables held as typed columns, checked by ``tracediff/columns.py``'s ``columns_problem``;
+  tables held as typed columns, checked by ``tracediff/trace/columns.py``'s ``columns_problem``;
   the header's ``types`` must declare exactly these types);
 * the trace header's own ``columns`` map, which says how many columns each row of *this*
   trace has (a trace written by another version is checked against what it declares);
@@ -41,11 +41,9 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Final
 
-from tracediff.columns import TYPES as COLUMN_TYPES
-from tracediff.columns import TableSpec, columns_problem
 from tracediff.errors import ScenarioError, TraceFormatError
-from tracediff.scenario.model import MAX_DRAFT, Scenario
-from tracediff.sched.record import (
+from tracediff.models.specdec.scenario.model import MAX_DRAFT, Scenario
+from tracediff.models.specdec.sched.record import (
     COLUMNS,
     PLAN_KEYS,
     ROUND_COLUMNS,
@@ -56,7 +54,9 @@ from tracediff.sched.record import (
     TYPE_NAMES,
     rows_view,
 )
-from tracediff.sched.record import TABLES as TYPED_TABLES
+from tracediff.models.specdec.sched.record import TABLES as TYPED_TABLES
+from tracediff.trace.columns import TYPES as COLUMN_TYPES
+from tracediff.trace.columns import TableSpec, columns_problem
 from tracediff.trace.kinds import (
     ARRAY_TYPES,
     BOOL,
@@ -204,7 +204,7 @@ class Schema:
     version's plan keys; :meth:`check` checks one decoded record."""
 
     columns: Mapping[str, tuple[str, ...]]
-    # the typed tables (``tracediff/columns.py``), by plan key
+    # the typed tables (``tracediff/trace/columns.py``), by plan key
     tables: Mapping[str, TableSpec] = field(default_factory=lambda: dict(TYPED_TABLES))
     # (column name, kind or None for a nested row kind) per row kind, built once
     _rows: dict[str, Layout] = field(default_factory=dict, repr=False, compare=False)
@@ -243,7 +243,7 @@ class Schema:
 
     @classmethod
     def current(cls) -> Schema:
-        """The schema this tracediff writes (``tracediff/sched/record.py``)."""
+        """The schema this tracediff writes (``tracediff/models/specdec/sched/record.py``)."""
         return _CURRENT
 
     def check(self, record: Any) -> None:

@@ -1,0 +1,208 @@
+"""The model seam: what a decision engine gives tracediff so that every command can test it.
+
+tracediff's core (running, tracing, comparing, searching, golden digests, the gate, the
+executors, campaigns, reports and the command line) knows nothing about any one decision
+engine. A *model* is the engine's side of the contract: how its scenarios are made, read
+and shrunk, how an implementation is driven through one, what its records may hold and how
+they read, which rule clauses coverage counts. The speculative-decoding scheduler
+(``specdec``) is the first model; a user adds one with an entry point in the group
+``tracediff.models`` naming an object that satisfies :class:`DecisionModel`
+(docs/models.md walks through a small one)::
+
+    [project.entry-points."tracediff.models"]
+    toy = "mypkg.toymodel:MODEL"
+
+Conventions every model keeps, because the core reads records without knowing them:
+
+* a record is a ``dict`` of plain msgpack values with its type under ``"t"``, first; the
+  first record a driver yields is the header (no ``"t"``), whose ``"scenario"`` is the
+  scenario's ``to_dict()``;
+* a *decision* record has ``t == "plan"`` and ``plan``, its 1-based number: the core counts,
+  times and pins failures to plans;
+* an implementation is a factory called with a private copy of the scenario; the object it
+  returns has the model's driver interface (:attr:`DecisionModel.methods`), of which
+  :attr:`DecisionModel.decide` returns the decision.
+
+The seam is the only way in: the layering test (tests/test_layering.py) fails when a core
+module imports a model, and a model may import from the core only its public modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from tracediff.errors import UsageError
+
+ENTRY_POINT_GROUP = "tracediff.models"
+DEFAULT_MODEL = "specdec"
+# The built-in model by target, so that a source checkout that was never installed (no
+# entry points) still finds it; read as a string, never imported here.
+BUILTIN_MODELS: Mapping[str, str] = {"specdec": "tracediff.models.specdec.model:MODEL"}
+DECISION = "plan"  # the record type of a decision, in every model
+
+Record = dict[str, Any]
+
+
+@runtime_checkable
+class Scenario(Protocol):
+    """What the core needs of any model's scenario: where it came from, a one-line summary
+    of what it exercises, and its plain form (stored in traces, journals, the corpus)."""
+
+    @property
+    def profile(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    def features(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Profile(Protocol):
+    """A named set of seeds and whatever the model's generator reads."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def seeds(self) -> tuple[int, ...]: ...
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One condition of one rule of the model's spec, counted by coverage when it decides."""
+
+    name: str
+    rule: str
+    meaning: str
+    proof: str = ""  # why the clause cannot decide where a profile never reaches it
+
+
+class DecisionModel(Protocol):
+    """A decision engine, as tracediff sees it. Methods take and return the model's own
+    scenario and profile objects; the core passes them through untouched."""
+
+    name: str  # the registry name: ``--model NAME``, ``[tool.tracediff] model``
+    title: str  # one line for listings
+    methods: tuple[str, ...]  # the driver interface an implementation offers
+    decide: str  # the method among them that returns a decision record
+    builtin_impls: Mapping[str, str]  # name -> "module:attr" (lazy)
+    checked_impls: Mapping[str, str]  # ``--check``: a built-in's check-mode twin
+    default_impls: tuple[str, ...]  # what runs when nothing is configured (baseline first)
+    choice_fields: Mapping[str, frozenset[str]]  # per record type, the fields that hold a choice
+
+    # -- scenarios -------------------------------------------------------------------
+    def scenario_from_dict(self, data: Any) -> Any:
+        """The scenario ``to_dict`` gave; ScenarioError (one line) for anything else."""
+
+    def load_profile(self, name: str) -> Any:
+        """A profile by name or .toml path; UsageError/ProfileError naming the choices."""
+
+    def profile_names(self) -> list[str]:
+        """Every profile name this model can load."""
+
+    def generate(self, profile: Any, seed: int) -> Any:
+        """The scenario of one seed: a pure function of (profile, seed)."""
+
+    def private_copy(self, scenario: Any) -> Any:
+        """A copy sharing no mutable object with ``scenario`` (an implementation may change
+        the one it is given)."""
+
+    def size(self, scenario: Any) -> int:
+        """How big a scenario is for listings (its requests, items, ...)."""
+
+    # -- running ---------------------------------------------------------------------
+    def drive(self, scenario: Any, impl: Any, *, check: bool = True) -> Iterator[Record]:
+        """Run ``scenario`` through ``impl`` on the model's simulated engine, yielding the
+        header and then every record. ``check=False`` leaves the content check of each
+        decision record to the caller (:meth:`check_record`)."""
+
+    def check_record(self, record: Record, number: int) -> None:
+        """Raise SchedulerFault naming the field if a decision record breaks the schema."""
+
+    def engine_files(self) -> tuple[str, ...]:
+        """Path fragments of the model's driver and engine code: a traceback frame there is
+        the engine refusing what the implementation returned, not the implementation."""
+
+    # -- traces ----------------------------------------------------------------------
+    def trace_checker(self, header: Mapping[str, Any], name: str) -> Any:
+        """A checker for one trace file's records (``check(record, offset=, index=)``),
+        TraceFormatError for a header this model cannot read; also gives ``.scenario``."""
+
+    def rows_view(self, record: Record) -> Record:
+        """The record with its column-stored tables as rows, for people and for diffs."""
+
+    def present(self, record: Record) -> list[str]:
+        """Lines that show one record to a person (``tracediff show``)."""
+
+
+@functools.cache
+def _entry_points() -> dict[str, str]:
+    found = dict(BUILTIN_MODELS)
+    try:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            found.setdefault(ep.name, ep.value)
+    except Exception:  # noqa: BLE001 - broken metadata must not hide the built-in model
+        pass
+    return found
+
+
+def names() -> list[str]:
+    """Every model name tracediff can load."""
+    return sorted(_entry_points())
+
+
+@functools.cache
+def get(name: str | None = None) -> DecisionModel:
+    """The model registered as ``name`` (the default model for None)."""
+    wanted = name or DEFAULT_MODEL
+    target = _entry_points().get(wanted)
+    if target is None:
+        raise UsageError(
+            f"unknown model {wanted!r}; choose one of: {', '.join(names())} (a model is "
+            f"registered with an entry point in the group {ENTRY_POINT_GROUP!r})"
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # noqa: BLE001 - a broken plugin is the user's to fix
+        raise UsageError(
+            f"model {wanted!r}: cannot load {target}: {type(exc).__name__}: {exc}"
+        ) from None
+    missing = [m for m in _REQUIRED if not hasattr(obj, m)]
+    if missing:
+        raise UsageError(
+            f"model {wanted!r} ({target}) lacks {', '.join(missing)}; a model implements "
+            "tracediff.model.DecisionModel (docs/models.md)"
+        )
+    return obj  # type: ignore[no-any-return]
+
+
+_REQUIRED: Sequence[str] = tuple(
+    n for n in DecisionModel.__dict__ if not n.startswith("_")
+) + tuple(DecisionModel.__annotations__)
+
+
+def of(scenario: Any) -> DecisionModel:
+    """The model a scenario object belongs to (by its class's module: a model's scenarios
+    are defined under its package), the default model when none claims it."""
+    module = type(scenario).__module__
+    for name, target in _entry_points().items():
+        package = target.partition(":")[0].rpartition(".")[0] or target.partition(":")[0]
+        if module == package or module.startswith(package + "."):
+            return get(name)
+    return get(None)
+
+
+Factory = Callable[[Any], Any]

@@ -1,0 +1,1 @@
+"""The speculative-decoding request scheduler: tracediff's first decision model."""

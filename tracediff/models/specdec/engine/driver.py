@@ -1,0 +1,147 @@
+"""The worker loop: apply due events, plan while the queue has room, advance the clock.
+
+``drive`` is a generator of plain record dicts (header first), so a caller can encode,
+compare or store them one at a time with bounded memory, and two drivers can run in
+lockstep. The scheduler is anything with the driver interface (docs/implementations.md):
+``arrive(spec, now)``, ``plan(now) -> dict``, ``complete(event, now) -> list[int]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from tracediff.errors import SchedulerFault
+from tracediff.models.specdec.engine.simulator import SimulatedEngine
+from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.models.specdec.sched.record import COLUMNS, PLAN_KEYS, TYPE_NAMES, packed_record
+from tracediff.trace.columns import ColumnError
+from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
+
+TRACE_VERSION = SCHEMA_VERSION
+MAX_PLANS = 200_000  # a scenario that needs more is a scheduler that does not converge
+
+
+class Scheduler(Protocol):
+    def arrive(self, spec: RequestSpec, now: int) -> None: ...
+
+    def plan(self, now: int) -> dict[str, Any]: ...
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]: ...
+
+
+def header_record(scenario: Scenario) -> dict[str, Any]:
+    """The trace header: format, version, the full scenario and the column names."""
+    return {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        "scenario": scenario.to_dict(),
+        "columns": {name: list(cols) for name, cols in COLUMNS.items()},
+        "types": {name: list(types) for name, types in TYPE_NAMES.items()},
+    }
+
+
+def drive(
+    scenario: Scenario, scheduler: Scheduler, *, check: bool = True
+) -> Iterator[dict[str, Any]]:
+    """Run ``scenario`` through ``scheduler`` on the simulated engine, yielding records.
+
+    The first record is the header. Events are applied in time order (completions before
+    arrivals at the same microsecond); after them the scheduler plans while fewer than
+    ``1 + queue_depth`` rounds are in flight. Each plan record's wide tables are turned
+    into typed columns if the scheduler gave rows, and its content is checked against the
+    trace schema; ``check=False`` leaves that content check to the caller, who must call
+    :func:`check_plan` on the record before asking for the next one (the runner skips it
+    for a record whose bytes equal a record it already checked).
+    """
+    engine = SimulatedEngine(scenario)
+    arrivals = sorted(scenario.requests, key=lambda r: (r.arrival_us, r.id))
+    retired: set[int] = set()
+    next_arrival = 0
+    now = 0
+    plans = 0
+    depth = 1 + scenario.params.queue_depth
+    yield header_record(scenario)
+    while True:
+        while True:
+            due = engine.next_completion()
+            arrival_at = arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
+            if due is not None and due <= now and (arrival_at is None or due <= arrival_at):
+                event = engine.complete_next()
+                yield event
+                done = scheduler.complete(event, now)
+                if done:
+                    ids = _retired_ids(done, plans)
+                    retired.update(ids)
+                    yield {"t": "retire", "now": now, "requests": ids}
+            elif arrival_at is not None and arrival_at <= now:
+                spec = arrivals[next_arrival]
+                next_arrival += 1
+                scheduler.arrive(spec, now)
+                yield {"t": "arrival", "now": now, "request": spec.id}
+            else:
+                break
+        last_round: Any = None
+        while engine.busy < depth:
+            record = scheduler.plan(now)
+            plans += 1
+            record = _packed_plan(record, plans)
+            if check:
+                check_plan(record, plans)
+            yield record
+            last_round = record["round"]
+            if last_round is None:
+                break
+            engine.submit(record["plan"], last_round, now)
+        due = engine.next_completion()
+        arrival_at = arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
+        if due is None and arrival_at is None:
+            missing = [r.id for r in scenario.requests if r.id not in retired]
+            if missing:
+                raise SchedulerFault(
+                    f"plan {plans}: the scheduler stopped planning with requests "
+                    f"{missing[:8]} not retired"
+                )
+            return
+        if plans > MAX_PLANS:
+            raise SchedulerFault(f"plan {plans}: more than {MAX_PLANS} plans; runaway scenario")
+        now = min(t for t in (due, arrival_at) if t is not None)
+
+
+def _packed_plan(record: Any, number: int) -> dict[str, Any]:
+    """The plan record to record: its keys checked, wide tables given as rows turned into
+    typed columns."""
+    if not isinstance(record, dict) or tuple(record) != PLAN_KEYS:
+        keys = list(record) if isinstance(record, dict) else type(record).__name__
+        raise SchedulerFault(
+            f"plan {number}: malformed plan record: keys {keys}, expected {list(PLAN_KEYS)}"
+        )
+    try:
+        packed = packed_record(record)
+    except ColumnError as exc:
+        raise SchedulerFault(f"plan {number}: malformed plan record: {exc}") from None
+    return packed
+
+
+def check_plan(record: dict[str, Any], number: int) -> None:
+    """Refuse a plan record the trace schema refuses, so that every trace tracediff records
+    reads back (tracediff/trace/schema.py): the implementation's finding, not a bad file."""
+    problem = record_problem(record)
+    if problem is not None:
+        what = "round" if problem.startswith("round") else "plan record"
+        raise SchedulerFault(f"plan {number}: malformed {what}: {problem}")
+
+
+def _retired_ids(done: Any, plans: int) -> list[int]:
+    """The request ids ``complete()`` returned, as the retire record holds them."""
+    try:
+        ids = list(done)
+    except TypeError:
+        ids = None
+    problem = None if ids is None else record_problem({"t": "retire", "now": 0, "requests": ids})
+    if ids is None or problem is not None:
+        raise SchedulerFault(
+            f"after plan {plans}: complete() returned {type(done).__name__} {done!r:.60}, "
+            "expected a list of the retired request ids"
+        )
+    return ids

@@ -1,0 +1,453 @@
+"""``--impl 'exec:COMMAND ARGS'``: an implementation in another process, any language.
+
+The command speaks the stdio protocol of docs/protocol.md (framing in
+:mod:`tracediff.models.specdec.protocol`). :class:`ExecFactory` is what ``impls.load`` returns for
+such a
+spec: like a scheduler class it is called once per scenario, and it hands back an
+:class:`ExternalScheduler` with the driver interface whose every call is one request and
+one reply on the pipes.
+
+Processes: one per worker process and concurrent use, started on first need and reused
+across scenarios with a ``reset`` (a scenario ends when its adapter is garbage collected,
+which hands the process back). A process that died, hung or spoke garbage is killed and the
+next scenario starts a fresh one. It inherits the worker's memory limit (``RLIMIT_AS``), and
+the scenario time limit reaches it because every wait for a reply is a ``poll`` that the
+runner's alarm interrupts; without a time limit a reply still has :data:`REPLY_TIMEOUT_S`.
+
+Its stderr is read by a thread into a bounded buffer (the last :data:`STDERR_KEEP` bytes)
+and attached to every finding about it; it is never parsed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from typing import Any, NoReturn
+
+from tracediff import __version__
+from tracediff.errors import ImplementationError, SchedulerFault
+from tracediff.models.specdec.protocol import (
+    ARRIVE,
+    BENCH,
+    COMPLETE,
+    ERROR,
+    HELLO,
+    OK,
+    PLAN,
+    PROTOCOL_VERSIONS,
+    RESET,
+    RETIRED,
+    SHUTDOWN,
+    STATE,
+    ProtocolError,
+    frame,
+    message_length,
+    parse,
+)
+from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.running.call import TEXT_LIMIT, bounded
+
+PREFIX = "exec:"
+STDERR_KEEP = TEXT_LIMIT  # bytes of stderr kept: as much as of any implementation text
+EXIT_CHECK_S = 0.25  # while waiting for a reply, how often to check that the process lives
+# The longest wait for one reply when the run sets no scenario time limit (a hello
+# included: a process that never answers is a finding, not a hang). TRACEDIFF_EXEC_REPLY_S
+# overrides it.
+REPLY_TIMEOUT_S = 60.0
+_SHUTDOWN_WAIT_S = 1.0
+
+
+class ExternalFault(SchedulerFault):
+    """An external implementation died, hung, spoke garbage or reported an error."""
+
+
+def parse_command(text: str) -> list[str]:
+    """The argv of an ``exec:`` spec; raises ImplementationError when it cannot run."""
+    command = text[len(PREFIX) :].strip() if text.startswith(PREFIX) else text.strip()
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ImplementationError(
+            f"implementation {text!r}: cannot split the command: {exc}"
+        ) from None
+    if not argv:
+        raise ImplementationError(
+            f"implementation {text!r}: give a command after 'exec:', e.g. "
+            "'exec:python -m tracediff.models.specdec.serve reference'"
+        )
+    if shutil.which(argv[0]) is None:
+        raise ImplementationError(
+            f"implementation {text!r}: command {argv[0]!r} not found (not on PATH or not "
+            "executable); give its path"
+        )
+    return argv
+
+
+def _reply_timeout() -> float:
+    try:
+        return float(os.environ.get("TRACEDIFF_EXEC_REPLY_S", REPLY_TIMEOUT_S))
+    except ValueError:
+        return REPLY_TIMEOUT_S
+
+
+class _StderrTail:
+    """The last STDERR_KEEP bytes a process wrote to stderr, read by a daemon thread."""
+
+    def __init__(self, stream: Any) -> None:
+        self._data = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        try:
+            with contextlib.suppress(OSError, ValueError):
+                while chunk := os.read(stream.fileno(), 65536):
+                    with self._lock:
+                        self._data += chunk
+                        if len(self._data) > STDERR_KEEP:
+                            cut = len(self._data) - STDERR_KEEP
+                            del self._data[:cut]
+                            self._dropped += cut
+        finally:
+            stream.close()  # at end of file: the process (and any child) closed it
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
+    def text(self, settle_s: float = 0.0) -> str:
+        if settle_s:
+            self._thread.join(settle_s)  # a dying process's last words
+        with self._lock:
+            data, dropped = bytes(self._data), self._dropped
+        if not data:
+            return ""
+        body = data.decode("utf-8", "replace").rstrip()
+        head = f"stderr (last {len(data)} bytes, {dropped} before cut):" if dropped else "stderr:"
+        return f"{head}\n{body}"
+
+
+class ExternalProcess:
+    """One running implementation process and its pipes."""
+
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.argv = argv
+        self.owner = os.getpid()  # a forked child inherits the object, not the process
+        self.broken = False
+        self.capabilities: frozenset[str] = frozenset()
+        self.version = 0
+        self._buffer = bytearray()
+        try:
+            self.popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                close_fds=True,
+            )
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise ExternalFault(f"{name}: cannot start {argv[0]!r}: {reason}") from None
+        assert self.popen.stdin and self.popen.stdout and self.popen.stderr
+        self._in = self.popen.stdin.fileno()
+        self._out = self.popen.stdout.fileno()
+        # poll, not select: no FD_SETSIZE limit on the descriptor numbers
+        self._writable = select.poll()
+        self._writable.register(self._in, select.POLLOUT)
+        self._readable = select.poll()
+        self._readable.register(self._out, select.POLLIN)
+        self.stderr = _StderrTail(self.popen.stderr)
+        _LIVE.add(self)
+        hello = self.request(
+            {"type": HELLO, "versions": list(PROTOCOL_VERSIONS), "tracediff": __version__},
+            HELLO,
+        )
+        version = hello.get("version")
+        if version not in PROTOCOL_VERSIONS:
+            self.fail(
+                f"speaks protocol version {version!r}; this tracediff speaks "
+                f"{list(PROTOCOL_VERSIONS)} (see docs/protocol.md)"
+            )
+        self.version = int(version or 0)
+        caps = hello.get("capabilities", [])
+        if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+            self.fail(
+                f"sent a hello whose 'capabilities' is {bounded(repr(caps), 80)}, expected a "
+                "list of names (docs/protocol.md)"
+            )
+        self.capabilities = frozenset(caps)
+
+    @property
+    def alive(self) -> bool:
+        return not self.broken and self.popen.poll() is None
+
+    # -- one request, one reply ---------------------------------------------------------
+    def request(self, message: dict[str, Any], expect: str) -> dict[str, Any]:
+        """Send ``message`` and return the reply of type ``expect``.
+
+        Anything else (death, garbage, a reply of another type, no reply in time) raises
+        ExternalFault and kills the process; an ``error`` reply raises ExternalFault with the
+        implementation's text and leaves the process for the next ``reset``. Whatever
+        interrupts the wait (the scenario's time limit, Ctrl-C) kills it too: its state is
+        unknown from then on.
+        """
+        what = f"the {message['type']!r} request"
+        try:
+            self._send(frame(message), what)
+            reply = self._receive(what)
+        except BaseException:
+            self.kill()
+            raise
+        kind = reply["type"]
+        if kind == expect:
+            return reply
+        if kind == ERROR:
+            # kept bounded, as stderr is: a hostile reply of 60 MB costs nothing downstream
+            text = bounded(str(reply.get("message")))
+            raise ExternalFault(
+                self._with_stderr(f"{self.name} reported an error on {what}: {text}")
+            )
+        self.fail(f"answered {what} with a {kind!r} message, expected {expect!r}")
+
+    def fail(self, what: str) -> NoReturn:
+        self.kill()
+        raise ExternalFault(self._with_stderr(f"{self.name} {what}"))
+
+    def _send(self, data: bytes, what: str) -> None:
+        view = memoryview(data)
+        deadline = time.monotonic() + _reply_timeout()
+        while view:
+            left = deadline - time.monotonic()
+            if not self._writable.poll(max(int(left * 1000), 0)):
+                self.fail(f"did not read {what} within {_reply_timeout():g} s")
+            try:
+                written = os.write(self._in, view)
+            except (BrokenPipeError, ConnectionResetError):
+                self.fail(self._death(f"before reading {what}"))
+            view = view[written:]
+
+    def _receive(self, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + _reply_timeout()
+        need = 4
+        length = -1
+        while True:
+            if length < 0 and len(self._buffer) >= 4:
+                try:
+                    length = message_length(bytes(self._buffer[:4]))
+                except ProtocolError as exc:
+                    self.fail(f"spoke garbage in reply to {what}: {exc}")
+                need = 4 + length
+            if len(self._buffer) >= need and length >= 0:
+                payload = bytes(self._buffer[4:need])
+                del self._buffer[:need]
+                try:
+                    return parse(payload)
+                except ProtocolError as exc:
+                    self.fail(f"spoke garbage in reply to {what}: {exc}")
+            left = deadline - time.monotonic()
+            # in slices: a server that exited while a child of its own still holds its stdout
+            # never gives an end of file, and is reported as exited, not as a hang
+            ready = self._readable.poll(max(int(min(left, EXIT_CHECK_S) * 1000), 0))
+            if not ready:
+                if self.popen.poll() is not None:
+                    partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
+                    self.fail(self._death(f"before answering {what}{partial}"))
+                if time.monotonic() < deadline:
+                    continue
+                self.fail(
+                    f"did not answer {what} within {_reply_timeout():g} s (a hang, or a reply "
+                    "still in its stdout buffer: flush after each message)"
+                )
+            chunk = os.read(self._out, max(65536, need - len(self._buffer)))
+            if not chunk:
+                partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
+                self.fail(self._death(f"before answering {what}{partial}"))
+            self._buffer += chunk
+
+    def _death(self, when: str) -> str:
+        try:
+            code = self.popen.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return f"closed its stdout {when} (still running)"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"was killed by {name} {when}"
+        return f"exited with status {code} {when}"
+
+    def _with_stderr(self, text: str) -> str:
+        tail = self.stderr.text(settle_s=0.2 if self.popen.poll() is not None else 0.0)
+        return f"{text}\n{tail}" if tail else text
+
+    # -- ending -------------------------------------------------------------------------
+    def kill(self) -> None:
+        self.broken = True
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+        with contextlib.suppress(Exception):
+            self.popen.wait(timeout=_SHUTDOWN_WAIT_S)
+        self._close_pipes()
+        self.stderr.join(_SHUTDOWN_WAIT_S)
+
+    def close(self) -> None:
+        """Ask it to shut down, then close its stdin; kill it if it lingers."""
+        if self.popen.poll() is None and not self.broken:
+            with contextlib.suppress(OSError, ProtocolError):
+                os.write(self._in, frame({"type": SHUTDOWN}))
+        self._close_pipes()
+        try:
+            self.popen.wait(timeout=_SHUTDOWN_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.broken = True
+        self.stderr.join(_SHUTDOWN_WAIT_S)
+
+    def _close_pipes(self) -> None:
+        _LIVE.discard(self)
+        for stream in (self.popen.stdin, self.popen.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+
+_LIVE: set[ExternalProcess] = set()
+
+
+def live_pids() -> frozenset[int]:
+    """The implementation processes this process keeps between scenarios (by design, not
+    leaked: a worker's clean-up of its children must spare them)."""
+    me = os.getpid()
+    return frozenset(p.popen.pid for p in _LIVE if p.owner == me and p.popen.poll() is None)
+
+
+@atexit.register
+def _close_all() -> None:
+    me = os.getpid()
+    for process in list(_LIVE):
+        if process.owner == me:  # not a forked parent's
+            process.close()
+
+
+class ExecFactory:
+    """Called with a scenario, like a scheduler class: returns a reset ExternalScheduler."""
+
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.argv = argv
+        self._pid = os.getpid()
+        self._idle: list[ExternalProcess] = []
+
+    def __call__(self, scenario: Scenario) -> ExternalScheduler:
+        process = self._take()
+        process.request({"type": RESET, "scenario": scenario.to_dict()}, OK)
+        scheduler = ExternalScheduler(process)
+        weakref.finalize(scheduler, self._give_back, process)
+        return scheduler
+
+    def probe(self) -> None:
+        """Start one process now and stop it after its hello, so that a command that cannot
+        speak the protocol fails before a run starts. Stopped, not kept: the process that
+        checks is often the parent of workers that fork, and must not hold a process (and
+        its stderr thread) they would inherit."""
+        if any(process.alive for process in self._idle):
+            return
+        try:
+            process = self._take()
+        except ExternalFault as exc:
+            raise ImplementationError(str(exc).replace("\n", " | ")) from None
+        process.close()
+
+    def _take(self) -> ExternalProcess:
+        if os.getpid() != self._pid:  # inherited through fork: those are the parent's
+            self._pid, self._idle = os.getpid(), []
+        while self._idle:
+            process = self._idle.pop()
+            if process.alive:
+                return process
+            process.kill()
+        return ExternalProcess(self.name, self.argv)
+
+    def _give_back(self, process: ExternalProcess) -> None:
+        if os.getpid() == self._pid and process.alive:
+            self._idle.append(process)
+
+
+class ExternalScheduler:
+    """The driver interface over one process (docs/implementations.md, docs/protocol.md)."""
+
+    def __init__(self, process: ExternalProcess) -> None:
+        self.process = process
+        self.last_plan_ns: int | None = None  # what the implementation measured, if it did
+
+    def arrive(self, spec: RequestSpec, now: int) -> None:
+        self.process.request({"type": ARRIVE, "now": now, "request": _spec_dict(spec)}, OK)
+
+    def plan(self, now: int) -> dict[str, Any]:
+        reply = self.process.request({"type": PLAN, "now": now}, PLAN)
+        record = reply.get("record")
+        if not isinstance(record, dict):
+            self.process.fail("sent a plan reply without a 'record' map")
+        took = reply.get("plan_ns")
+        self.last_plan_ns = took if isinstance(took, int) else None
+        return record
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        reply = self.process.request({"type": COMPLETE, "now": now, "event": event}, RETIRED)
+        ids = reply.get("ids")
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            self.process.fail(f"sent retired ids that are not a list of integers: {ids!r}")
+        return ids
+
+    def state(self) -> dict[str, Any]:
+        if STATE not in self.process.capabilities:
+            return {"note": f"{self.process.name} does not report its state"}
+        reply = self.process.request({"type": STATE}, STATE)
+        value = reply.get("state")
+        return value if isinstance(value, dict) else {"state": value}
+
+    @property
+    def benchable(self) -> bool:
+        return BENCH in self.process.capabilities
+
+    def bench(self, state: dict[str, Any], now: int) -> tuple[dict[str, Any], int, int]:
+        """One timed plan() from a prepared state: (record, wall ns, CPU ns), as measured by
+        the implementation itself (the pipe's cost is not in it)."""
+        reply = self.process.request({"type": BENCH, "state": state, "now": now}, BENCH)
+        record, wall, cpu = reply.get("record"), reply.get("plan_ns"), reply.get("cpu_ns")
+        if not isinstance(record, dict) or type(wall) is not int or type(cpu) is not int:
+            self.process.fail("sent a bench reply without 'record', 'plan_ns' and 'cpu_ns'")
+        return record, wall, cpu
+
+
+def _spec_dict(spec: RequestSpec) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(spec)
+
+
+_FACTORIES: dict[str, ExecFactory] = {}
+
+
+def factory_for(name: str, text: str) -> ExecFactory:
+    """The factory of an ``exec:`` spec, one per process and command (its idle processes
+    are shared by every caller in this process)."""
+    argv = parse_command(text)
+    key = "\0".join(argv)
+    factory = _FACTORIES.get(key)
+    if factory is None:
+        factory = _FACTORIES[key] = ExecFactory(name, argv)
+    return factory

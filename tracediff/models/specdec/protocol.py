@@ -1,0 +1,82 @@
+"""The stdio protocol for implementations in other processes (docs/protocol.md).
+
+A message is a big-endian u32 length followed by exactly that many bytes: one msgpack map
+with a string ``type``. The harness writes requests to the implementation's stdin and reads
+exactly one reply per request from its stdout (``shutdown`` has none). This module holds
+the framing and the constants both sides share: the exec adapter
+(:mod:`tracediff.models.specdec.external`)
+and the server for Python implementations (:mod:`tracediff.models.specdec.serve`).
+
+Messages are encoded with the trace format's canonical packer (float64 always, smallest
+ints, maps in insertion order) and decoded with its hardened decoder, so a plan record that
+crosses the pipe decodes to the same Python values it was built from: the same trace bytes
+as in process.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+from tracediff.trace.codec import decode, encode
+
+PROTOCOL_VERSIONS: Final = (1,)  # what this tracediff speaks, oldest first
+LENGTH: Final = struct.Struct(">I")
+# A message longer than this is garbage: the largest plan record (64 lanes, a prefill row,
+# mixed graphs) is a few hundred kilobytes.
+MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
+
+# Requests (harness -> implementation) and their replies.
+HELLO, RESET, ARRIVE, PLAN, COMPLETE, STATE, BENCH, SHUTDOWN = (
+    "hello",
+    "reset",
+    "arrive",
+    "plan",
+    "complete",
+    "state",
+    "bench",
+    "shutdown",
+)
+OK, RETIRED, ERROR = "ok", "retired", "error"
+
+
+class ProtocolError(Exception):
+    """A frame or message that breaks the protocol (the text says what)."""
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    """One message as the bytes to write: its length, then its msgpack map."""
+    payload = encode(message)
+    if len(payload) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            f"a {message.get('type')!r} message of {len(payload)} bytes is over "
+            f"the {MAX_MESSAGE_BYTES}-byte limit"
+        )
+    return LENGTH.pack(len(payload)) + payload
+
+
+def message_length(prefix: bytes) -> int:
+    """The payload length a 4-byte prefix announces; raises ProtocolError past the limit."""
+    (length,) = LENGTH.unpack(prefix)
+    if length > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            f"a message announces {length} bytes, over the {MAX_MESSAGE_BYTES}-byte limit "
+            f"(first bytes {prefix.hex()}: is something printing to stdout?)"
+        )
+    return int(length)
+
+
+def parse(payload: bytes) -> dict[str, Any]:
+    """Decode one payload into a message map with a string ``type``."""
+    try:
+        value = decode(payload, path="message")
+    except Exception as exc:  # noqa: BLE001 - TraceFormatError; the text is what matters
+        raise ProtocolError(f"undecodable message ({exc})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ProtocolError(f"a message must be a map with a string 'type', got {_brief(value)}")
+    return value
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

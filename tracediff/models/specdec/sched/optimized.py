@@ -1,0 +1,979 @@
+"""The optimized scheduler: the reference's decisions and arithmetic, computed fewer times.
+
+Designing the fast path
+=======================
+
+``ReferenceScheduler`` is the specification; this module must return plan records whose
+msgpack bytes equal the reference's for every call. Floating point forbids "equivalent"
+algebra (a sum regrouped is a different number), so every technique below keeps each float
+produced by the same operations, on the same operands, in the same order: it only avoids
+*repeating* them. The arithmetic stays in ``formulas.py``; this module only calls it less.
+
+Curves and prefix sums once per call.
+    The reference evaluates every cohort lane's survival curve for every candidate, again
+    for every probe, and again for the lane values. Here ``formulas.survival_curve`` runs
+    once per eligible lane per ``plan()``; its list also goes into the ``eligible`` row.
+    ``formulas.prefix_sums`` turns each curve into the lane values for p = 0..7 with the
+    same left-to-right additions as ``formulas.lane_value``, so ``sums[p]`` has the bits of
+    ``lane_value(curve, p)``. A candidate's E is still ``formulas.expected_tokens`` over its
+    cohort's lane values in priority order: the summation order is the spec, so it is never
+    replaced by a running total or a gain accumulated in rank order.
+
+One ranking of free slots.
+    A free slot (lane, depth)'s rank key ``slot_rank(s_k, k, slot)`` depends on neither the
+    cohort, the width bound nor the budget. The slots of every non-fixed eligible lane are
+    sorted once per call, lazily, the first time some allocation needs them; a candidate
+    with cohort n and bound W takes the first ``left`` slots of that list with position < n
+    and depth <= W. Filtering a sorted list keeps its order, so this is exactly the sorted
+    subset the reference builds per candidate; prefixes stay contiguous because a lane's
+    keys increase with depth. The sort uses ``-s`` as the key over a list built in
+    (depth, slot, position) order: Python's sort is stable, so ties on ``-s`` keep that
+    order, which is the order of the tuple ``(slot_rank(...), position)``. Check mode sorts
+    the tuples and compares.
+
+Skip the ranking when the budget does not bind.
+    Each lane wants ``min(W, cap)`` drafts (``min(fixed_width, cap, W)`` when fixed). When
+    the cohort's total want fits ``budget - n`` nobody is clipped and every lane gets its
+    want: the prefixes are a slice of one per-bound list and the lane values a slice of
+    one per-bound value list; no ranking is consulted. At 8 lanes no rect candidate binds.
+
+Allocations shared across shapes.
+    An allocation depends on (n, W, budget) only: the rect candidate with W = 7 and the
+    ragged one whose token bucket reaches the verification budget share it, and the
+    candidates with a prefill row share every allocation of the candidates without one
+    (they differ only by a constant prefill cost in the duration). Rect bounds are
+    allocated from 7 down: when the allocation under W + 1 has no prefix wider than W, it
+    is the allocation under W too (fixed lanes take the same, clipped or not, and its free
+    slots, all no deeper than W, are the first ones of the smaller ranking as well), so it
+    is reused with its E. Each allocation is computed once; each candidate still records
+    its own row (prefixes, E, duration, value).
+
+Durations from the table.
+    ``table_estimate`` is read once per distinct shape per call; integer µs, no float.
+
+Padding pruning within groups.
+    The reference compares all pairs and keeps, for each pruned candidate, the *first* in
+    candidate order that dominates it, among candidates of the same (kind, cohort, prefill
+    row). Scanning only the candidate's group, in candidate order, finds the same first
+    dominator with ``formulas.dominates``; a cheap necessary condition (E_y >= E_x and
+    d_y <= d_x) is tested inline first. The prefill-row half of the candidates repeats the
+    first half with every duration raised by one constant, which changes no comparison,
+    so its pruned entries are the first half's shifted by the half's length.
+
+Winner and refresh.
+    The winner is the smallest ``formulas.winner_key``; its first component is ``-value``, so
+    only candidates tied at the highest value need a key. Refresh follows the reference.
+
+Acceptance probes from the winner's ranking.
+    The reference re-runs the whole allocation per probe. Let ``left`` be the winner's free
+    budget after its fixed lanes and T the free slots it took (the first T of its ranking R).
+    Forcing lane i to p_i + 1 is valid (the forced drafts, fixed lanes included, all fit)
+    exactly when p_i + 1 <= ``left``: a fixed lane is clipped only when ``left`` reaches 0.
+    The probe then takes the first ``left - p_i - 1`` slots of R without lane i. If the
+    budget binds (T == left) that is the winner's non-i slots minus the last-ranked one;
+    if it does not (T < left, so every free slot of R was taken, p_i = min(W, cap_i)
+    included) it is all of them. So: added = (i, p_i + 1), removed = the last-ranked non-i
+    slot the winner took when the budget binds, nothing otherwise; ``formulas.probe_gain``
+    and ``formulas.probe_cost`` then get the same operands as in the reference (which passes
+    ``-(-s)``: negation is exact, so that is ``s``). A rect probe's width follows from the
+    winner's widest prefix and how many lanes have it, a ragged probe's token count from the
+    winner's. Check mode re-runs the reference allocation for every probe and compares.
+
+Lane values once.
+    Only the chosen round's lane values are built (``sums[p]``, ``formulas.service_rate``).
+
+Pending advance tracked.
+    ``SchedulerCore`` maintains ``RequestState.tracked_advance`` at commit and completion;
+    ``pending_advance`` returns it instead of scanning every submitted lane.
+
+Check mode (the "debug build")
+==============================
+
+``OptimizedScheduler(scenario, check=True)`` (or ``CheckedOptimizedScheduler``) asserts on
+every use that the tracked pending advance equals the scan, and after computing a plan
+compares every cached or derived value with its reference-style recomputation: the slot
+ranking, each allocation's prefixes and E, the pruned list (the reference's all-pairs
+pruning), each probe's validity and prefixes, the chosen round's shape and lane values.
+A mismatch raises :class:`tracediff.errors.SchedulerFault` naming the plan and the value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracediff.errors import SchedulerFault
+from tracediff.models.specdec.scenario.model import MAX_DRAFT, Scenario
+from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.core import (
+    Lane,
+    RequestState,
+    SchedulerCore,
+    SubmittedLane,
+    SubmittedRound,
+)
+from tracediff.models.specdec.sched.record import (
+    CANDIDATES,
+    ELIGIBLE,
+    LANE_VALUES,
+    PROBES,
+    SOURCE_PROBE,
+    SOURCE_REFRESH,
+    SOURCE_WINNER,
+    TABLES,
+    empty_plan_record,
+    plan_record,
+)
+from tracediff.models.specdec.sched.reference import Candidate, ReferenceScheduler
+from tracediff.trace.columns import pack_rows, pack_values
+
+# Columns of a candidate row (record.CANDIDATE_COLUMNS).
+_ID, _KIND, _COHORT, _PREFILL, _BOUND, _B_PAD, _WIDTH, _PREFIXES, _E, _DURATION, _VALUE = range(11)
+
+# One allocation: (prefixes, E, max prefix, verified tokens Σ(1 + p), prefixes as u8 bytes).
+Allocation = tuple[list[int], float, int, int, bytes]
+
+Shape = tuple[int, int, int, int, int, int, Allocation, int]
+
+
+def _eligible_columns(lanes: list[Lane], curves: list[list[float]]) -> list[Any]:
+    """The eligible table as typed columns (``record.ELIGIBLE``): one pass over the lanes,
+    one C-level transposition, one conversion per column."""
+    if not lanes:
+        return ELIGIBLE.empty()
+    rows = [(n.request, n.slot, n.cap, n.fixed_width, n.alloc, n.state.last_served) for n in lanes]
+    requests, slots, caps, fixed, allocs, served = zip(*rows, strict=True)
+    return [
+        pack_values("i", requests),
+        pack_values("h", slots),
+        bytes(caps),
+        pack_values("b", fixed),
+        bytes(allocs),
+        pack_values("i", served),
+        pack_values("d", [value for curve in curves for value in curve]),
+    ]
+
+
+def _probe_columns(rows: list[list[Any]]) -> list[Any]:
+    """The probes table as typed columns (``record.PROBES``), from its rows."""
+    if not rows:
+        return PROBES.empty()
+    position, request, depth, trials, gain, expected, duration, cost = zip(*rows, strict=True)
+    return [
+        pack_values("h", position),
+        pack_values("i", request),
+        bytes(depth),
+        pack_values("i", trials),
+        pack_values("d", gain),
+        pack_values("d", expected),
+        pack_values("q", duration),
+        pack_values("d", cost),
+    ]
+
+
+def _lane_value_columns(rows: list[list[Any]]) -> list[Any]:
+    """The lane values table as typed columns (``record.LANE_VALUES``), from its rows."""
+    if not rows:
+        return LANE_VALUES.empty()
+    request, expected, rate, progress = zip(*rows, strict=True)
+    return [
+        pack_values("i", request),
+        pack_values("d", expected),
+        pack_values("d", rate),
+        pack_values("q", progress),
+    ]
+
+
+def _candidate_columns(shapes: list[Shape], halves: int, rows: list[list[Any]]) -> list[Any]:
+    """The candidates table as typed columns, built from the shapes in a few C-level passes.
+
+    Row i of each half is shape i; the half with a prefill row repeats the first half's
+    columns except ``id``, ``prefill``, ``duration`` and ``value``, so those columns are
+    the first half's bytes repeated. A prefix list has one entry per cohort lane, so the
+    ragged ``prefixes`` column's lengths are the cohort sizes.
+    """
+    kinds, cohorts, bounds, budgets, b_pads, widths, allocations, _ = zip(*shapes, strict=True)
+    count = len(shapes)
+    return [
+        pack_values("i", range(count * halves)),
+        bytes(kinds) * halves,
+        pack_values("h", cohorts) * halves,
+        bytes(count) + b"\x01" * count if halves == 2 else bytes(count),
+        bytes(bounds) * halves,
+        pack_values("h", b_pads) * halves,
+        pack_values("h", widths) * halves,
+        [
+            pack_values("H", cohorts) * halves,
+            b"".join([allocation[4] for allocation in allocations]) * halves,
+        ],
+        pack_values("d", [allocation[1] for allocation in allocations]) * halves,
+        pack_values("q", [row[_DURATION] for row in rows]),
+        pack_values("d", [row[_VALUE] for row in rows]),
+        pack_values("h", budgets) * halves,
+    ]
+
+
+def _key(row: list[Any]) -> tuple[float, int, int, int, int, int, bool, int]:
+    return F.winner_key(
+        row[_VALUE],
+        row[_DURATION],
+        row[_COHORT],
+        row[_B_PAD],
+        row[_WIDTH],
+        row[_KIND],
+        row[_PREFILL],
+        row[_ID],
+    )
+
+
+class _PlanContext:
+    """What one ``plan()`` call computes once and shares across candidates and probes."""
+
+    __slots__ = (
+        "allocations",
+        "curves",
+        "fixed_positions",
+        "limits",
+        "per_bound",
+        "ranking",
+        "size",
+        "slots",
+        "sums",
+    )
+
+    def __init__(self, lanes: list[Lane], curves: list[list[float]]) -> None:
+        self.curves = curves
+        self.size = len(lanes)
+        self.sums = [F.prefix_sums(curve) for curve in curves]
+        self.slots = [lane.slot for lane in lanes]
+        # A lane's want before the width bound: cap, or min(fixed_width, cap) when fixed.
+        self.limits = [
+            lane.cap if lane.fixed_width < 0 else min(lane.fixed_width, lane.cap) for lane in lanes
+        ]
+        self.fixed_positions = [p for p, lane in enumerate(lanes) if lane.fixed_width >= 0]
+        self.ranking: list[tuple[int, int]] | None = None
+        # bound -> (want per lane, lane value of that want per lane)
+        self.per_bound: dict[int, tuple[list[int], list[float]]] = {}
+        self.allocations: dict[tuple[int, int, int], Allocation] = {}
+
+    def wants(self, bound: int) -> tuple[list[int], list[float]]:
+        entry = self.per_bound.get(bound)
+        if entry is None:
+            want = [limit if limit < bound else bound for limit in self.limits]
+            values = [sums[p] for sums, p in zip(self.sums, want, strict=True)]
+            entry = self.per_bound[bound] = (want, values)
+        return entry
+
+    def ranked(self, lanes: list[Lane]) -> list[tuple[int, int]]:
+        """Free slots (position, depth) of every non-fixed lane, best first."""
+        if self.ranking is None:
+            order = sorted(range(self.size), key=self.slots.__getitem__)
+            keys: list[float] = []
+            entries: list[tuple[int, int]] = []
+            for depth in range(1, MAX_DRAFT + 1):
+                for position in order:
+                    if lanes[position].fixed_width < 0 and depth <= lanes[position].cap:
+                        keys.append(-self.curves[position][depth - 1])
+                        entries.append((position, depth))
+            indices = sorted(range(len(keys)), key=keys.__getitem__)
+            self.ranking = [entries[i] for i in indices]
+        return self.ranking
+
+    def forced(self, cohort: int, bound: int, budget: int) -> tuple[list[int], int]:
+        """Prefixes after the fixed lanes took theirs, and the free budget left."""
+        prefixes = [0] * cohort
+        left = budget - cohort
+        want = self.wants(bound)[0]
+        for position in self.fixed_positions:
+            if position >= cohort:
+                break
+            take = want[position]
+            if take > left:
+                take = left
+            prefixes[position] = take
+            left -= take
+        return prefixes, left
+
+    def allocate(self, lanes: list[Lane], cohort: int, bound: int, budget: int) -> Allocation:
+        key = (cohort, bound, budget)
+        found = self.allocations.get(key)
+        if found is not None:
+            return found
+        want, want_values = self.wants(bound)
+        prefixes = want[:cohort]
+        tokens = sum(prefixes)
+        if tokens <= budget - cohort:
+            values = want_values[:cohort]  # the budget does not bind: every lane gets its want
+        else:
+            prefixes, left = self.forced(cohort, bound, budget)
+            if left > 0:
+                self.take(lanes, prefixes, cohort, bound, left)
+            values = [sums[p] for sums, p in zip(self.sums, prefixes, strict=False)]
+            tokens = sum(prefixes)
+        found = (
+            prefixes,
+            F.expected_tokens(values),
+            max(prefixes),
+            cohort + tokens,
+            bytes(prefixes),
+        )
+        self.allocations[key] = found
+        return found
+
+    def take(
+        self, lanes: list[Lane], prefixes: list[int], cohort: int, bound: int, left: int
+    ) -> None:
+        """Give ``prefixes`` the first ``left`` ranked free slots of the cohort under the bound.
+
+        A lane's slots come in depth order, so taking (position, depth) sets its prefix
+        to ``depth``.
+        """
+        taken = 0
+        ranking = self.ranked(lanes)
+        if bound >= MAX_DRAFT:  # no slot is deeper than the bound
+            if cohort == self.size:
+                for position, depth in ranking:
+                    prefixes[position] = depth
+                    taken += 1
+                    if taken == left:
+                        return
+            else:
+                for position, depth in ranking:
+                    if position < cohort:
+                        prefixes[position] = depth
+                        taken += 1
+                        if taken == left:
+                            return
+        else:
+            for position, depth in ranking:
+                if position < cohort and depth <= bound:
+                    prefixes[position] = depth
+                    taken += 1
+                    if taken == left:
+                        return
+
+
+class OptimizedScheduler(SchedulerCore):
+    """SchedulerCore with the techniques of docs/optimized.md; ``check=True`` is the debug build."""
+
+    name = "optimized"
+
+    def __init__(self, scenario: Scenario, check: bool = False) -> None:
+        super().__init__(scenario)
+        self.check = check
+        # Only its pure helpers (allocate, shape_of, prune) are used, for cross-checks.
+        self._spec = ReferenceScheduler(scenario) if check else None
+
+    # -- pending advance ---------------------------------------------------------------
+    def pending_advance(self, state: RequestState) -> int:
+        tracked = state.tracked_advance
+        if self.check:
+            scanned = SchedulerCore.pending_advance(self, state)
+            if scanned != tracked:
+                self._fault(f"pending advance of request {state.spec.id}", tracked, scanned)
+        return tracked
+
+    def _fault(self, what: str, mine: Any, recomputed: Any) -> None:
+        raise SchedulerFault(
+            f"plan {self.plan_number}: check mode: {what} differs: optimized {mine!r}, "
+            f"recomputed {recomputed!r}"
+        )
+
+    # -- plan ----------------------------------------------------------------------------
+    def plan(self, now: int) -> dict[str, Any]:
+        self.plan_number += 1
+        number = self.plan_number
+        params = self.params
+        lanes = self.eligible_lanes()
+        prefill = self.prefill_candidate()
+        alpha, weight = params.alpha, params.prior_weight
+        curves = [
+            F.survival_curve(lane.state.trials, lane.state.accepts, alpha, weight) for lane in lanes
+        ]
+        eligible = _eligible_columns(lanes, curves)
+        # check mode: the rows as the lanes are now (commit changes last_served)
+        eligible_rows = (
+            [
+                [n.request, n.slot, n.cap, n.fixed_width, n.alloc, n.state.last_served, c]
+                for n, c in zip(lanes, curves, strict=True)
+            ]
+            if self.check
+            else []
+        )
+        credit_before = self.credit
+        if not lanes and prefill is None:
+            return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
+        context = _PlanContext(lanes, curves)
+        durations: dict[tuple[int, int, int], int] = {}
+        prefill_tokens = 0
+        bonus = 0.0
+        if prefill is not None:
+            prefill_tokens = min(params.prefill_chunk, prefill.spec.prompt_len - prefill.prefilled)
+            bonus = F.prefill_bonus(params, now - prefill.spec.arrival_us)
+        rows, budgets, candidate_columns = self._candidates(
+            context, lanes, durations, prefill is not None, prefill_tokens, bonus
+        )
+        # With a prefill row and lanes, the second half of the rows repeats the first.
+        shared = len(rows) // 2 if (prefill is not None and lanes) else len(rows)
+        pruned = self._prune(rows, shared)
+        alive = [row for row in rows if row[_ID] not in pruned]
+        # winner_key starts with -value: only the candidates at the highest value compete.
+        best_value = max(row[_VALUE] for row in alive)
+        winner = min((row for row in alive if row[_VALUE] == best_value), key=_key)
+        winner_id = winner[_ID]
+        chosen = winner
+        source = SOURCE_WINNER
+        round_prefill_tokens = prefill_tokens if winner[_PREFILL] else 0
+
+        self.credit = F.accrue_credit(params, self.credit, winner[_E])
+        probe_rows: list[list[Any]] = []
+        probe_plans: list[tuple[int, int, int]] = []
+        probe_index = -1
+        chosen_prefixes: list[int] = winner[_PREFIXES]
+        chosen_expected, chosen_duration = winner[_E], winner[_DURATION]
+        chosen_b_pad, chosen_width = winner[_B_PAD], winner[_WIDTH]
+        if winner[_COHORT] > 0:
+            probe_rows, probe_plans = self._probes(
+                context, lanes, durations, winner, budgets[winner_id], round_prefill_tokens
+            )
+            best: tuple[int, float, int] | None = None
+            for index, row in enumerate(probe_rows):
+                if row[7] <= self.credit:
+                    order = (row[3], row[7], row[0])
+                    if best is None or order < best:
+                        best, probe_index = order, index
+            if probe_index >= 0:
+                row = probe_rows[probe_index]
+                self.credit -= max(row[7], 0.0)
+                source = SOURCE_PROBE
+                position, removed, chosen_width = probe_plans[probe_index]
+                chosen_prefixes = list(winner[_PREFIXES])
+                chosen_prefixes[position] += 1
+                if removed >= 0:
+                    chosen_prefixes[removed] -= 1
+                chosen_expected, chosen_duration = row[5], row[6]
+
+        refresh = -1
+        if probe_index < 0 and winner[_COHORT] > 0 and self._is_fresh(winner, now):
+            group = (winner[_KIND], winner[_COHORT], winner[_PREFILL])
+            stale = [
+                row
+                for row in alive
+                if row[_ID] != winner_id
+                and (row[_KIND], row[_COHORT], row[_PREFILL]) == group
+                and not self._is_fresh(row, now)
+            ]
+            if stale:
+                candidate = min(stale, key=_key)
+                if candidate[_VALUE] >= winner[_VALUE] * (1.0 - params.refresh_tolerance):
+                    chosen, source, refresh = candidate, SOURCE_REFRESH, candidate[_ID]
+                    chosen_prefixes = candidate[_PREFIXES]
+                    chosen_expected, chosen_duration = candidate[_E], candidate[_DURATION]
+                    chosen_b_pad, chosen_width = candidate[_B_PAD], candidate[_WIDTH]
+
+        cohort = lanes[: chosen[_COHORT]]
+        round_lanes = [
+            SubmittedLane(lane.request, lane.slot, p, lane.alloc)
+            for lane, p in zip(cohort, chosen_prefixes, strict=True)
+        ]
+        prefill_request = prefill.spec.id if (chosen[_PREFILL] and prefill) else -1
+        progress = now + self.queued_duration() + chosen_duration
+        sums = context.sums
+        lane_values = []
+        for position, lane in enumerate(cohort):
+            value = sums[position][chosen_prefixes[position]]
+            lane_values.append(
+                [lane.request, value, F.service_rate(value, chosen_duration), progress]
+            )
+        if self.check:
+            self._check_plan(
+                context,
+                lanes,
+                rows,
+                budgets,
+                pruned,
+                winner,
+                probe_rows,
+                probe_plans,
+                (chosen[_KIND], chosen_prefixes, chosen_b_pad, chosen_width),
+                lane_values,
+            )
+            self._check_against_reference(
+                lanes,
+                prefill,
+                now,
+                rows,
+                pruned,
+                winner_id,
+                probe_rows,
+                lane_values,
+                (chosen_prefixes, chosen_duration),
+            )
+        submitted = SubmittedRound(
+            number,
+            chosen[_KIND],
+            chosen_b_pad,
+            chosen_width,
+            tuple(round_lanes),
+            prefill_request,
+            round_prefill_tokens,
+            chosen_duration,
+        )
+        self.commit(submitted)
+        round_row = submitted.row(source, chosen_expected)
+        ids = sorted(pruned)
+        record = plan_record(
+            plan=number,
+            now=now,
+            eligible=eligible,
+            prefill=prefill.spec.id if prefill else -1,
+            credit_before=credit_before,
+            candidates=candidate_columns,
+            pruned=[
+                pack_values("i", ids),
+                pack_values("i", [pruned[cid] for cid in ids]),
+            ],
+            winner=winner_id,
+            probes=_probe_columns(probe_rows),
+            probe=probe_index,
+            refresh=refresh,
+            credit_after=self.credit,
+            round_=round_row,
+            lane_values=_lane_value_columns(lane_values),
+        )
+        if self.check:
+            # every table built column by column must be its rows' encoding, byte for byte
+            tables: dict[str, list[Any]] = {
+                "eligible": eligible_rows,
+                "candidates": rows,
+                "pruned": [[cid, pruned[cid]] for cid in ids],
+                "probes": probe_rows,
+                "lane_values": lane_values,
+            }
+            for name, table_rows in tables.items():
+                expected = pack_rows(TABLES[name], table_rows)
+                if record[name] != expected:
+                    self._fault(f"{name} columns", record[name], expected)
+        return record
+
+    # -- the pieces of a plan ------------------------------------------------------------
+    def _duration(
+        self, durations: dict[tuple[int, int, int], int], kind: int, b_pad: int, width: int
+    ) -> int:
+        key = (kind, b_pad, width)
+        found = durations.get(key)
+        if found is None:
+            found = durations[key] = self.table_estimate(kind, b_pad, width)
+        return found
+
+    def _candidates(
+        self,
+        context: _PlanContext,
+        lanes: list[Lane],
+        durations: dict[tuple[int, int, int], int],
+        prefill_row: bool,
+        prefill_tokens: int,
+        bonus: float,
+    ) -> tuple[list[list[Any]], list[int], list[Any]]:
+        """Candidate rows in the reference's order, each candidate's budget, and the rows
+        as the record's typed columns."""
+        params = self.params
+        rows: list[list[Any]] = []
+        budgets: list[int] = []
+        extra = F.prefill_cost(params, prefill_tokens) if prefill_tokens else 0
+        if not lanes:  # the prefill-only round (a prefill row exists, or plan returned)
+            expected = F.expected_tokens([])
+            rows.append(
+                [
+                    0,
+                    F.RECT,
+                    0,
+                    True,
+                    0,
+                    0,
+                    0,
+                    [],
+                    expected,
+                    extra,
+                    F.candidate_value(expected, bonus, extra),
+                    0,
+                ]
+            )
+            budgets.append(0)
+            return rows, budgets, pack_rows(CANDIDATES, rows)
+        # Shapes (kind, cohort, bound, budget, b_pad, width, allocation, table estimate).
+        shapes: list[Shape] = []
+        verify_budget = params.verify_budget
+        table_estimate = self.table_estimate
+        for cohort in F.cohort_sizes(params, len(lanes)):
+            b_pad = F.bucket(params.batch_buckets, cohort)
+            # Bounds from 7 down: an allocation whose widest prefix fits a lower bound W is
+            # also the allocation under W (the same forced takes and, its slots all being
+            # no deeper than W, the same first slots of the smaller ranking).
+            by_bound: list[Allocation] = []
+            above: Allocation | None = None
+            for bound in range(MAX_DRAFT, -1, -1):
+                if above is None or above[2] > bound:
+                    above = context.allocate(lanes, cohort, bound, verify_budget)
+                by_bound.append(above)
+            for bound in range(MAX_DRAFT + 1):
+                allocation = by_bound[MAX_DRAFT - bound]
+                width = allocation[2]
+                estimate = durations.get((F.RECT, b_pad, width))
+                if estimate is None:
+                    estimate = durations[(F.RECT, b_pad, width)] = table_estimate(
+                        F.RECT, b_pad, width
+                    )
+                shapes.append(
+                    (F.RECT, cohort, bound, verify_budget, b_pad, width, allocation, estimate)
+                )
+            if params.ragged:
+                for tokens in params.token_buckets:
+                    if tokens >= cohort:
+                        budget = min(verify_budget, tokens)
+                        allocation = context.allocate(lanes, cohort, MAX_DRAFT, budget)
+                        width = F.bucket(params.token_buckets, allocation[3])
+                        estimate = durations.get((F.RAGGED, b_pad, width))
+                        if estimate is None:
+                            estimate = durations[(F.RAGGED, b_pad, width)] = table_estimate(
+                                F.RAGGED, b_pad, width
+                            )
+                        shapes.append(
+                            (
+                                F.RAGGED,
+                                cohort,
+                                MAX_DRAFT,
+                                budget,
+                                b_pad,
+                                width,
+                                allocation,
+                                estimate,
+                            )
+                        )
+        rounds = ((False, 0, 0.0), (True, extra, bonus)) if prefill_row else ((False, 0, 0.0),)
+        for with_prefill, added, row_bonus in rounds:
+            for kind, cohort, bound, budget, b_pad, width, allocation, estimate in shapes:
+                prefixes, expected = allocation[0], allocation[1]
+                duration = estimate + added
+                value = F.candidate_value(expected, row_bonus, duration)
+                rows.append(
+                    [
+                        len(rows),
+                        kind,
+                        cohort,
+                        with_prefill,
+                        bound,
+                        b_pad,
+                        width,
+                        prefixes,
+                        expected,
+                        duration,
+                        value,
+                        budget,
+                    ]
+                )
+                budgets.append(budget)
+        columns = _candidate_columns(shapes, len(rounds), rows)
+        return rows, budgets, columns
+
+    @staticmethod
+    def _prune(rows: list[list[Any]], shared: int) -> dict[int, int]:
+        """Candidate id -> id of the first candidate of its group that dominates it.
+
+        The reference compares all pairs; only candidates of one (kind, cohort, prefill row)
+        group can dominate each other, so each group is scanned alone, in candidate order.
+        When a prefill row exists, rows ``shared`` onwards repeat rows 0..shared-1 with the
+        same E and shape and every duration raised by the same prefill cost: dominance is
+        unchanged, so their pruned entries are the first half's shifted by ``shared``.
+        """
+        groups: dict[tuple[int, int, bool], list[list[Any]]] = {}
+        for row in rows[:shared]:
+            groups.setdefault((row[_KIND], row[_COHORT], row[_PREFILL]), []).append(row)
+        pruned: dict[int, int] = {}
+        dominates = F.dominates
+        for group in groups.values():
+            size = len(group)
+            if size < 2:
+                continue
+            expected = [row[_E] for row in group]
+            duration = [row[_DURATION] for row in group]
+            shapes = [(row[_B_PAD], row[_WIDTH], row[_BOUND]) for row in group]
+            for x in range(size):
+                x_expected, x_duration = expected[x], duration[x]
+                for y in range(size):
+                    if (
+                        y != x
+                        and expected[y] >= x_expected  # necessary for dominance
+                        and duration[y] <= x_duration
+                        and dominates(
+                            expected[y],
+                            duration[y],
+                            shapes[y],
+                            x_expected,
+                            x_duration,
+                            shapes[x],
+                        )
+                    ):
+                        pruned[group[x][_ID]] = group[y][_ID]
+                        break
+        if shared < len(rows):
+            pruned.update({x + shared: y + shared for x, y in list(pruned.items())})
+        return pruned
+
+    def _probes(
+        self,
+        context: _PlanContext,
+        lanes: list[Lane],
+        durations: dict[tuple[int, int, int], int],
+        winner: list[Any],
+        budget: int,
+        prefill_tokens: int,
+    ) -> tuple[list[list[Any]], list[tuple[int, int, int]]]:
+        """Probe rows, and per row (probed position, position that lost a slot or -1, width)."""
+        rows: list[list[Any]] = []
+        plans: list[tuple[int, int, int]] = []
+        cohort_size, bound, kind = winner[_COHORT], winner[_BOUND], winner[_KIND]
+        prefixes: list[int] = winner[_PREFIXES]
+        _forced, left = context.forced(cohort_size, bound, budget)
+        if left <= 0:
+            return rows, plans  # no forced draft fits
+        taken = sum(prefixes)
+        for position in context.fixed_positions:
+            if position >= cohort_size:
+                break
+            taken -= prefixes[position]
+        binds = taken == left
+        # The last-ranked slot the winner took, and the last-ranked one of another lane.
+        last = (-1, 0)
+        other = (-1, 0)
+        if binds:
+            count = 0
+            for position, depth in context.ranked(lanes):
+                if position < cohort_size and depth <= bound:
+                    if position != last[0]:
+                        other = last
+                    last = (position, depth)
+                    count += 1
+                    if count == taken:
+                        break
+        params = self.params
+        min_trials = params.probe_min_trials
+        curves = context.curves
+        widest = max(prefixes)
+        at_widest = prefixes.count(widest)
+        tokens = cohort_size + sum(prefixes) + (0 if binds else 1)
+        extra = F.prefill_cost(params, prefill_tokens) if prefill_tokens else 0
+        b_pad = winner[_B_PAD]
+        e_winner, d_winner = winner[_E], winner[_DURATION]
+        for position in range(cohort_size):
+            lane = lanes[position]
+            if lane.fixed_width >= 0:
+                continue
+            depth = prefixes[position] + 1
+            if depth > lane.cap:
+                continue
+            trials = lane.state.trials[depth - 1]
+            if trials >= min_trials or depth > left:
+                continue  # depth > left: the forced drafts do not fit in the budget
+            removed = -1
+            removed_gains: list[float] = []
+            removed_depth = 0
+            if binds:
+                removed, removed_depth = last if last[0] != position else other
+                removed_gains.append(curves[removed][removed_depth - 1])
+            gain = F.probe_gain([curves[position][depth - 1]], removed_gains)
+            expected = e_winner + gain
+            if kind == F.RECT:
+                if depth > widest:
+                    width = depth
+                else:
+                    still = at_widest + (depth == widest) - (removed_depth == widest)
+                    width = widest if still > 0 else widest - 1
+            else:
+                width = F.bucket(params.token_buckets, tokens)
+            duration = self._duration(durations, kind, b_pad, width) + extra
+            cost = F.probe_cost(e_winner, d_winner, expected, duration)
+            rows.append([position, lane.request, depth, trials, gain, expected, duration, cost])
+            plans.append((position, removed, width))
+        return rows, plans
+
+    def _is_fresh(self, row: list[Any], now: int) -> bool:
+        observed = self.table_observed(row[_KIND], row[_B_PAD], row[_WIDTH])
+        return observed >= 0 and now - observed < self.params.refresh_period_us
+
+    # -- check mode ----------------------------------------------------------------------
+    def _check_plan(
+        self,
+        context: _PlanContext,
+        lanes: list[Lane],
+        rows: list[list[Any]],
+        budgets: list[int],
+        pruned: dict[int, int],
+        winner: list[Any],
+        probe_rows: list[list[Any]],
+        probe_plans: list[tuple[int, int, int]],
+        chosen: tuple[int, list[int], int, int],
+        lane_values: list[list[Any]],
+    ) -> None:
+        """Compare every cached or derived value with a reference-style recomputation."""
+        spec = self._spec
+        assert spec is not None
+        curves = context.curves
+        if context.ranking is not None:
+            ranking = []
+            for position, lane in enumerate(lanes):
+                if lane.fixed_width < 0:
+                    for depth in range(1, lane.cap + 1):
+                        rank = F.slot_rank(curves[position][depth - 1], depth, lane.slot)
+                        ranking.append((rank, position, depth))
+            ranking.sort()
+            expected_order = [(position, depth) for _rank, position, depth in ranking]
+            if context.ranking != expected_order:
+                self._fault("slot ranking", context.ranking, expected_order)
+        for (cohort, bound, budget), allocation in context.allocations.items():
+            prefixes = spec.allocate(lanes[:cohort], curves[:cohort], bound, budget)
+            expected = F.expected_tokens(
+                [F.lane_value(curve, p) for curve, p in zip(curves, prefixes, strict=False)]
+            )
+            mine = (allocation[0], allocation[1], allocation[2], allocation[3])
+            theirs = (prefixes, expected, max(prefixes), cohort + sum(prefixes))
+            if mine != theirs:
+                self._fault(
+                    f"allocation (cohort {cohort}, bound {bound}, budget {budget})", mine, theirs
+                )
+        for row in rows:
+            shape = spec.shape_of(row[_KIND], row[_COHORT], row[_PREFIXES])
+            if (row[_B_PAD], row[_WIDTH]) != shape:
+                self._fault(f"shape of candidate {row[_ID]}", (row[_B_PAD], row[_WIDTH]), shape)
+        all_pairs = spec.prune(
+            [
+                Candidate(
+                    row[_ID],
+                    row[_KIND],
+                    row[_COHORT],
+                    row[_PREFILL],
+                    row[_BOUND],
+                    budget,
+                    row[_B_PAD],
+                    row[_WIDTH],
+                    row[_PREFIXES],
+                    row[_E],
+                    row[_DURATION],
+                    row[_VALUE],
+                    [],
+                )
+                for row, budget in zip(rows, budgets, strict=True)
+            ]
+        )
+        if pruned != all_pairs:
+            self._fault("pruned list", sorted(pruned.items()), sorted(all_pairs.items()))
+        self._check_probes(context, lanes, winner, probe_rows, probe_plans, budgets[winner[_ID]])
+        kind, prefixes, b_pad, width = chosen
+        shape = spec.shape_of(kind, len(prefixes), prefixes)
+        if (b_pad, width) != shape:
+            self._fault("shape of the chosen round", (b_pad, width), shape)
+        values = [row[1] for row in lane_values]
+        recomputed = [F.lane_value(c, p) for c, p in zip(curves, prefixes, strict=False)]
+        if values != recomputed:
+            self._fault("lane values", values, recomputed)
+
+    def _check_against_reference(
+        self,
+        lanes: list[Lane],
+        prefill: RequestState | None,
+        now: int,
+        rows: list[list[Any]],
+        pruned: dict[int, int],
+        winner_id: int,
+        probe_rows: list[list[Any]],
+        lane_values: list[list[Any]],
+        chosen: tuple[list[int], int],
+    ) -> None:
+        """Every recorded value against the reference's own pieces, on this state.
+
+        The reference's candidate enumeration, allocation, E, duration and value per row
+        (so allocations reused across width bounds are checked too, not only those computed),
+        its all-pairs pruning, winner rule, probe rows (gain, E, duration, cost) and lane
+        values; the reference reads this scheduler's table, requests and rounds in flight.
+        """
+        spec = self._spec
+        assert spec is not None
+        spec.table = self.table
+        spec.requests = self.requests
+        spec.submitted = self.submitted
+        candidates = spec.candidates(lanes, prefill, now)
+        theirs = [c.row() for c in candidates]
+        if len(theirs) != len(rows):
+            self._fault("number of candidates", len(rows), len(theirs))
+        for mine, row in zip(rows, theirs, strict=True):
+            if mine != row:
+                self._fault(f"candidate {row[_ID]}", mine, row)
+        all_pairs = spec.prune(candidates)
+        if pruned != all_pairs:
+            self._fault("pruned list", sorted(pruned.items()), sorted(all_pairs.items()))
+        winner = spec.best([c for c in candidates if c.id not in all_pairs])
+        if winner.id != winner_id:
+            self._fault("winner", winner_id, winner.id)
+        if winner.cohort == 0:
+            return
+        prefill_tokens = spec.prefill_tokens(prefill) if winner.prefill else 0
+        probes, _allocations = spec.probes(winner, lanes, prefill_tokens)
+        if probes != probe_rows:
+            self._fault("acceptance probe rows", probe_rows, probes)
+        prefixes, duration = chosen
+        recomputed = spec.lane_values(lanes[: len(prefixes)], prefixes, duration, now)
+        if lane_values != recomputed:
+            self._fault("lane values", lane_values, recomputed)
+
+    def _check_probes(
+        self,
+        context: _PlanContext,
+        lanes: list[Lane],
+        winner: list[Any],
+        probe_rows: list[list[Any]],
+        probe_plans: list[tuple[int, int, int]],
+        budget: int,
+    ) -> None:
+        spec = self._spec
+        assert spec is not None
+        cohort_size = winner[_COHORT]
+        if cohort_size == 0:
+            return
+        cohort = lanes[:cohort_size]
+        curves = context.curves[:cohort_size]
+        expected_probes: list[tuple[int, list[int]]] = []
+        for position, lane in enumerate(cohort):
+            depth = winner[_PREFIXES][position] + 1
+            if lane.fixed_width >= 0 or depth > lane.cap:
+                continue
+            if lane.state.trials[depth - 1] >= self.params.probe_min_trials:
+                continue
+            prefixes = spec.allocate(cohort, curves, winner[_BOUND], budget, position, depth)
+            if prefixes[position] != depth or any(
+                other.fixed_width >= 0 and prefixes[q] != winner[_PREFIXES][q]
+                for q, other in enumerate(cohort)
+            ):
+                continue
+            expected_probes.append((position, prefixes))
+        mine: list[tuple[int, list[int]]] = []
+        for row, (position, removed, width) in zip(probe_rows, probe_plans, strict=True):
+            prefixes = list(winner[_PREFIXES])
+            prefixes[position] += 1
+            if removed >= 0:
+                prefixes[removed] -= 1
+            mine.append((position, prefixes))
+            shape = spec.shape_of(winner[_KIND], cohort_size, prefixes)
+            if (winner[_B_PAD], width) != shape:
+                self._fault(
+                    f"shape of the probe of position {row[0]}", (winner[_B_PAD], width), shape
+                )
+        if mine != expected_probes:
+            self._fault("acceptance probes (position, prefixes)", mine, expected_probes)
+
+
+class CheckedOptimizedScheduler(OptimizedScheduler):
+    """The optimized scheduler in check mode, loadable as ``module:attr``."""
+
+    name = "optimized-check"
+
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario, check=True)

@@ -1,0 +1,178 @@
+"""Implementation specs: a built-in name, ``package.module:attr``, or an entry point.
+
+An implementation is a factory ``(scenario) -> scheduler`` (usually the scheduler class
+itself); the scheduler speaks the driver interface of docs/implementations.md. Names are
+resolved lazily, so loading the CLI imports no implementation it does not run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tracediff.errors import ImplementationError
+
+ENTRY_POINT_GROUP = "tracediff.implementations"
+# ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.models.specdec.external).
+EXEC_PREFIX = "exec:"
+
+BUILTINS: dict[str, str] = {
+    "reference": "tracediff.models.specdec.sched.reference:ReferenceScheduler",
+    "optimized": "tracediff.models.specdec.sched.optimized:OptimizedScheduler",
+    "optimized-check": "tracediff.models.specdec.sched.optimized:CheckedOptimizedScheduler",
+}
+# ``--check`` swaps each built-in for its check-mode twin where it has one.
+CHECKED: dict[str, str] = {"optimized": "optimized-check"}
+
+_NAMED_EXEC = re.compile(r"^([A-Za-z_][\w.-]*)=(exec:.*)$", re.DOTALL)
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+Factory = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class ImplSpec:
+    """What the user typed and what it resolves to (a ``module:attr`` target)."""
+
+    name: str
+    target: str
+
+    @property
+    def arg(self) -> str:
+        """What to type after ``--impl`` to get this spec back (for repro lines)."""
+        if self.target.startswith(EXEC_PREFIX) and self.name != self.target:
+            return f"{self.name}={self.target}"
+        return self.name
+
+
+def available() -> list[str]:
+    names = set(BUILTINS)
+    try:
+        names.update(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # noqa: BLE001 - broken metadata must not break name listing
+        pass
+    return sorted(names)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One implementation ``tracediff impls`` lists: how to name it and what it is."""
+
+    name: str
+    kind: str  # "built-in", "entry point" or "exec"
+    target: str
+    note: str = ""
+
+
+def listing() -> list[Listed]:
+    """Every implementation tracediff can load by name, and how to name an external one.
+
+    Entry points are listed with whether they import; nothing is run.
+    """
+    rows = [Listed(name, "built-in", target) for name, target in BUILTINS.items()]
+    try:
+        points = sorted(
+            importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name
+        )
+    except Exception:  # noqa: BLE001 - broken metadata must not break the listing
+        points = []
+    for ep in points:
+        if BUILTINS.get(ep.name) == ep.value:
+            continue  # tracediff's own entry points, for tools that only read metadata
+        note = ""
+        if ep.name in BUILTINS:
+            note = "shadowed by the built-in of that name; use its target instead"
+        else:
+            try:
+                load(ImplSpec(ep.name, ep.value))
+            except ImplementationError as exc:
+                note = f"cannot load: {exc}"
+        rows.append(Listed(ep.name, "entry point", ep.value, note))
+    rows.append(
+        Listed(
+            "exec:COMMAND ARGS",
+            "exec",
+            "any program speaking docs/protocol.md on stdin/stdout",
+            "e.g. 'exec:python -m tracediff.models.specdec.serve NAME' serves a Python one; "
+            "'NAME=exec:...' names it in reports",
+        )
+    )
+    return rows
+
+
+def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
+    """Turn a user's ``--impl`` value into a spec; raises ImplementationError if unknown."""
+    name = text.strip()
+    if name.startswith(EXEC_PREFIX):
+        return ImplSpec(name, name)
+    named = _NAMED_EXEC.match(name)
+    if named:  # NAME=exec:COMMAND: a short name for reports and tables
+        return ImplSpec(named.group(1), named.group(2))
+    if check and name in CHECKED:
+        name = CHECKED[name]
+    if name in BUILTINS:
+        return ImplSpec(name, BUILTINS[name])
+    if _DOTTED.match(name):
+        return ImplSpec(name, name)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ImplSpec(name, ep.value)
+    raise ImplementationError(
+        f"unknown implementation {text!r}; choose one of: {', '.join(available())}, "
+        "give package.module:attr importable from PYTHONPATH or the current directory, "
+        "or 'exec:COMMAND ARGS' for a process speaking docs/protocol.md"
+    )
+
+
+def _add_working_directory() -> None:
+    """Make modules in the current directory importable, as ``python -m`` would.
+
+    Appended, not prepended, so a local file never shadows an installed package.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+
+
+def load(spec: ImplSpec) -> Factory:
+    """Import the factory a spec names; raises ImplementationError with the reason."""
+    if spec.target.startswith(EXEC_PREFIX):
+        from tracediff.models.specdec.external import factory_for
+
+        factory = factory_for(spec.name, spec.target)
+        factory.probe()
+        return factory
+    module_name, _, attr_path = spec.target.partition(":")
+    _add_working_directory()
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except SystemExit as exc:  # a module that exits on import must not end tracediff
+        raise ImplementationError(
+            f"implementation {spec.name!r}: importing module {module_name!r} called "
+            f"sys.exit({exc.code!r}); a module must not exit when it is imported"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+        raise ImplementationError(
+            f"implementation {spec.name!r}: cannot import module {module_name!r}: "
+            f"{type(exc).__name__}: {exc} (is it on PYTHONPATH?)"
+        ) from None
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImplementationError(
+                f"implementation {spec.name!r}: module {module_name!r} has no attribute "
+                f"{attr_path!r}"
+            ) from None
+    if not callable(obj):
+        raise ImplementationError(
+            f"implementation {spec.name!r}: {spec.target} is not callable; it must be a "
+            "scheduler class or a factory taking a Scenario"
+        )
+    return obj  # type: ignore[no-any-return]

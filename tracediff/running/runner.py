@@ -1,0 +1,828 @@
+"""Run scenarios through implementations in lockstep and compare their traces byte for byte.
+
+Design: *lockstep comparison*, with per-scenario digests as a by-product. Each worker
+process drives every implementation of one scenario side by side, one record at a time:
+each record is encoded canonically, fed to that implementation's body digest and compared
+with the other implementations' bytes for the same record index. Memory stays bounded
+(one record per implementation at a time, whatever the run's size), the first divergence
+is found without decoding anything twice, and a failure or hang is pinned to a plan. The
+digests are what golden manifests store, so CI can check one implementation alone.
+
+Diverging scenarios are re-run (deterministically) to write full trace files into an
+artifacts directory when one is given; identical scenarios write nothing.
+
+Reliability (docs/errors.md has the user's view):
+
+- An implementation that raises, returns a malformed plan or an unencodable value is a
+  finding (``error``) of its scenario, with the plan number and traceback; the run goes on.
+- Scenarios run on an executor (:mod:`tracediff.executor`): isolated worker processes
+  here, or a Dask cluster. A scenario whose worker dies runs once more on a fresh worker;
+  one that kills two is an ``error`` finding. A hang is stopped in the worker by ``SIGALRM``
+  at the limit (encoding and comparing count against it), and, if it is stuck in C code
+  where that cannot reach, killed by the parent at the limit plus a grace period
+  (``timeout`` finding, with the stack faulthandler saw).
+- Each implementation gets a private copy of the scenario (one it may even mutate without
+  changing what the others run), and the result carries the scenario that was asked for.
+- SIGINT and SIGTERM stop the run: workers stop, finished results are kept and the summary
+  says which signal stopped it. With a journal (``resume``), each finished result is written
+  durably as it arrives and a later run skips it (:mod:`tracediff.running.journal`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+import os
+import platform
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tracediff import __version__
+from tracediff.compare.equivalence import Equivalence, FloatTally, within
+from tracediff.errors import SchedulerFault
+from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
+from tracediff.filenames import component, inside
+from tracediff.models.specdec.engine.driver import check_plan, drive
+from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.models.specdec.sched.record import rows_view
+from tracediff.outcomes import Status
+from tracediff.project.impls import ImplSpec, load
+from tracediff.running.call import Guarded, Interrupted, construct, passes_through
+from tracediff.trace import BodyDigest, TraceWriter, encode
+
+IDENTICAL, DIVERGED, ERROR, TIMEOUT = (
+    Status.IDENTICAL,
+    Status.DIVERGED,
+    Status.ERROR,
+    Status.TIMEOUT,
+)
+WORKER_DIED = "worker died twice"  # in the message of a scenario that killed two workers
+LEFT_RUNNING = "left processes running"  # in the message of one that leaked processes
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    impls: tuple[ImplSpec, ...]
+    jobs: int = 1
+    artifacts: str | None = None  # keep diverging traces here
+    timeout_s: float | None = None  # per scenario, all implementations together
+    memory_limit_mb: int | None = None  # address-space cap of each worker process
+    resume: str | None = None  # journal directory: keep finished results, skip them next time
+    grace_s: float | None = None  # past timeout_s, the parent kills a hung worker (None: auto)
+    # local (isolated worker processes), dask://HOST:PORT, dask-local:N; None: local, or
+    # this process when there is one job and neither a time nor a memory limit
+    executor: str | None = None
+    equivalence: Equivalence = Equivalence()  # byte identity unless decisions mode is asked
+
+    @property
+    def isolated(self) -> bool:
+        """Whether scenarios must run in worker processes even with one job."""
+        return self.timeout_s is not None or self.memory_limit_mb is not None
+
+    def open_executor(self, tasks: int | None = None) -> Executor:
+        """The executor these options name (``tasks``: how many there are to run, which
+        bounds the local pool's size)."""
+        jobs = self.jobs if tasks is None else max(1, min(self.jobs, tasks))
+        spec = self.executor
+        if spec is None:
+            spec = "local" if self.isolated or jobs > 1 else "inline"
+        return open_executor(spec, jobs=jobs, memory_limit_mb=self.memory_limit_mb)
+
+    def outcome_options(self) -> dict[str, object]:
+        """The options a stored result depends on (tracediff.running.fingerprint): how records are
+        compared and the limits that turn a slow or greedy run into a finding."""
+        return {
+            "equivalence": (self.equivalence.mode, self.equivalence.ulps),
+            "timeout_s": self.timeout_s,
+            "memory_limit_mb": self.memory_limit_mb,
+        }
+
+    @property
+    def kill_after_s(self) -> float | None:
+        """Wall time after which the parent kills a worker still on one scenario."""
+        if self.timeout_s is None:
+            return None
+        return self.timeout_s + (
+            self.grace_s if self.grace_s is not None else grace(self.timeout_s)
+        )
+
+
+@dataclass(frozen=True)
+class ImplStats:
+    name: str
+    records: int
+    plans: int
+    digest: str
+    seconds: float  # driving this implementation (scheduler + simulated engine)
+    plan_seconds: float  # inside plan() alone
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    profile: str
+    seed: int
+    features: str
+    status: str
+    impls: tuple[ImplStats, ...]
+    divergence: int | None = None  # body index of the first differing record (header = 0)
+    plan: int | None = None  # plan number at (or last before) the divergence or failure
+    record_type: str | None = None
+    failed_impl: str | None = None
+    message: str = ""
+    harness_seconds: float = 0.0  # checking (where needed), encoding, digesting, comparing
+    artifacts: tuple[str, ...] = ()
+    resumed: bool = False  # loaded from a --resume journal, not run this time
+    # Decision equivalence only: floats that differed within the tolerance, and by how much.
+    floats_within: int = 0
+    max_ulps: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile}:{self.seed}"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    impls: tuple[str, ...]
+    results: tuple[ScenarioResult, ...]
+    wall_seconds: float
+    interrupted: bool = False
+    skipped: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    interrupt_signal: int | None = None  # signal.SIGINT or SIGTERM when interrupted
+    resumed: int = 0  # results taken from the --resume journal
+    notes: tuple[str, ...] = ()  # things the user should know (journal repairs, ...)
+    equivalence: Equivalence = Equivalence()
+
+    @property
+    def scenarios(self) -> int:
+        return len(self.results)
+
+    @property
+    def plans(self) -> int:
+        return sum(r.impls[0].plans for r in self.results if r.impls)
+
+    @property
+    def simulation_share(self) -> float | None:
+        """What the simulated engine and the driver cost on top of the implementations' own
+        plan() time (0.25: a quarter more), or None when no plan() was timed."""
+        plan = sum(stats.plan_seconds for r in self.results for stats in r.impls)
+        driving = sum(stats.seconds for r in self.results for stats in r.impls)
+        return (driving - plan) / plan if plan > 0 else None
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def within_ulps(self) -> list[ScenarioResult]:
+        """Identical scenarios that are so only under decision equivalence."""
+        return [r for r in self.results if r.status == IDENTICAL and r.floats_within]
+
+    @property
+    def max_ulps(self) -> int:
+        return max((r.max_ulps for r in self.results), default=0)
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and all(r.status == IDENTICAL for r in self.results)
+
+
+class TimedScheduler:
+    """Forwards the driver interface, timing plan() (kept out of the compared bytes)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.plan_ns = 0
+        self.plans = 0
+
+    def arrive(self, spec: RequestSpec, now: int) -> None:
+        self.inner.arrive(spec, now)
+
+    def plan(self, now: int) -> dict[str, Any]:
+        self.plans += 1  # first, so that a plan that raises or hangs is counted as the one
+        start = time.perf_counter_ns()
+        record: dict[str, Any] = self.inner.plan(now)
+        self.plan_ns += time.perf_counter_ns() - start
+        return record
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        result: list[int] = self.inner.complete(event, now)
+        return result
+
+
+class _Watched(TimedScheduler):
+    """A :class:`TimedScheduler` that also leaves (implementation index, plan number) in shared
+    memory, so that the parent can say where a worker was when it had to kill it. Used only
+    in worker processes: two integer stores per call (``progress`` is a memoryview)."""
+
+    def __init__(self, inner: Any, index: int, progress: Any) -> None:
+        super().__init__(inner)
+        self.index = index
+        self.progress = progress
+
+    def arrive(self, spec: RequestSpec, now: int) -> None:
+        self.progress[0] = self.index
+        self.inner.arrive(spec, now)
+
+    def plan(self, now: int) -> dict[str, Any]:
+        self.plans += 1
+        self.progress[0] = self.index
+        self.progress[1] = self.plans
+        start = time.perf_counter_ns()
+        record: dict[str, Any] = self.inner.plan(now)
+        self.plan_ns += time.perf_counter_ns() - start
+        return record
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        self.progress[0] = self.index
+        result: list[int] = self.inner.complete(event, now)
+        return result
+
+
+def private_copy(scenario: Scenario) -> Scenario:
+    """A copy of ``scenario`` that shares no object another holder could change: every
+    dataclass in it is copied (an implementation may ``object.__setattr__`` a frozen one);
+    the rest (numbers, strings, tuples of them) cannot change. Cheaper than ``deepcopy``."""
+    mine = copy.copy(scenario)
+    object.__setattr__(mine, "params", copy.copy(scenario.params))
+    object.__setattr__(mine, "truth", copy.copy(scenario.truth))
+    object.__setattr__(mine, "requests", tuple(copy.copy(r) for r in scenario.requests))
+    return mine
+
+
+@functools.lru_cache(maxsize=32)
+def _factory(spec: ImplSpec) -> Callable[[Scenario], Any]:
+    return load(spec)
+
+
+def run_scenario(
+    scenario: Scenario,
+    specs: Sequence[ImplSpec],
+    *,
+    artifacts: str | None = None,
+    timeout_s: float | None = None,
+    progress: Any = None,
+    equivalence: Equivalence | None = None,
+) -> ScenarioResult:
+    """Drive every implementation of one scenario in lockstep and compare their records.
+
+    Never raises for what an implementation does (raising, ``sys.exit``, malformed or
+    unencodable records, a hang past ``timeout_s``): that is the result's ``status``. Only
+    KeyboardInterrupt (and the worker's stop signal) propagate, and in a worker not even
+    KeyboardInterrupt: a worker ignores SIGINT, so one there was raised by an implementation.
+    ``progress``, in a worker, is the shared array :class:`_Watched` writes to. With a
+    tolerant ``equivalence``, records whose bytes differ still count as the same when
+    :func:`within` accepts them.
+    """
+    # Read before any implementation holds the scenario: the result names what was asked.
+    profile, seed, features = scenario.profile, scenario.seed, scenario.features()
+    tolerance = equivalence if equivalence is not None and equivalence.tolerant else None
+    tally = FloatTally()
+    names = [s.name for s in specs]
+    timed: list[TimedScheduler] = []
+    drivers: list[Iterator[dict[str, Any]]] = []
+    digests = [BodyDigest() for _ in specs]
+    seconds = [0.0] * len(specs)
+    records = [0] * len(specs)
+    harness_ns = 0
+    divergence: int | None = None
+    record_type: str | None = None
+    plan_number: int | None = None
+    last_plan = 0
+    status = IDENTICAL
+    failed: str | None = None
+    message = ""
+    current = 0
+    index = 0
+    try:
+        with time_limit(timeout_s):
+            for spec in specs:
+                current = len(timed)
+                # Private copies: one for the implementation, one the driver reads events
+                # from (it hands the implementation RequestSpecs it could change).
+                inner = _factory(spec)(private_copy(scenario))
+                scheduler = (
+                    TimedScheduler(inner)
+                    if progress is None
+                    else _Watched(inner, current, progress)
+                )
+                timed.append(scheduler)
+                drivers.append(drive(private_copy(scenario), scheduler, check=False))
+            index = 0
+            while True:
+                payloads: list[bytes | None] = []
+                decoded: list[dict[str, Any] | None] = []
+                for current, driver in enumerate(drivers):
+                    start = time.perf_counter()
+                    record = next(driver, None)
+                    seconds[current] += time.perf_counter() - start
+                    decoded.append(record)
+                    if record is None:
+                        payloads.append(None)
+                        continue
+                    start_ns = time.perf_counter_ns()
+                    try:
+                        payload = encode(record)
+                    except Exception as exc:  # noqa: BLE001 - an unencodable record is a finding
+                        if record.get("t") == "plan":
+                            # the schema check names the field that cannot be encoded
+                            check_plan(record, timed[current].plans)
+                        raise SchedulerFault(
+                            f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
+                        ) from None
+                    if index == 0:
+                        digests[current].add_header(payload)
+                    else:
+                        digests[current].add_record(payload)
+                        # The schema check of a plan record (the driver leaves it to us):
+                        # bytes equal to a record already checked need none.
+                        if record["t"] == "plan" and (current == 0 or payload != payloads[0]):
+                            check_plan(record, timed[current].plans)
+                    harness_ns += time.perf_counter_ns() - start_ns
+                    records[current] += 1
+                    payloads.append(payload)
+                start_ns = time.perf_counter_ns()
+                same = all(p == payloads[0] for p in payloads)
+                if not same and tolerance is not None and divergence is None:
+                    found = _tolerated(decoded, tolerance.ulps)
+                    if found is not None:
+                        same, tally = True, tally + found
+                harness_ns += time.perf_counter_ns() - start_ns
+                first = decoded[0] or next((d for d in decoded if d is not None), None)
+                if first is not None and first.get("t") == "plan":
+                    last_plan = first["plan"]
+                if not same and divergence is None:
+                    divergence = index
+                    record_type = _record_type(first)
+                    plan_number = last_plan
+                    status = DIVERGED
+                if all(p is None for p in payloads):
+                    break
+                index += 1
+    except ScenarioTimeout as exc:
+        status, failed = TIMEOUT, names[current]
+        plan_number = timed[current].plans if current < len(timed) else 0
+        frames = traceback.extract_tb(exc.__traceback__)[:-1]  # not the alarm handler's
+        where = "".join(traceback.format_list(frames))
+        message = (
+            f"Traceback (most recent call last):\n{where}"
+            f"timeout: {names[current]} exceeded the {timeout_s:g} s scenario time limit "
+            f"at plan {plan_number}"
+        )
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
+        if progress is None and passes_through(exc):
+            raise  # in this process, a real Ctrl-C is the user's
+        failed = names[current] if current < len(names) else None
+        # The first divergence is the finding (still DIVERGED, at its plan) and a failure
+        # after it is context, kept in failed_impl and message; unless the driver refused
+        # the differing record itself (a malformed round, found one step later).
+        refused = isinstance(exc, SchedulerFault) and index <= (divergence or 0) + 1
+        if divergence is None or refused:
+            status = ERROR
+            plan_number = timed[current].plans if current < len(timed) else 0
+        message = "".join(traceback.format_exception(exc)).rstrip()
+        if isinstance(exc, SchedulerFault):
+            message = str(exc)
+        elif isinstance(exc, SystemExit):
+            message += f"\nSystemExit: the implementation called sys.exit({exc.code!r})"
+        elif isinstance(exc, KeyboardInterrupt):
+            message += "\nKeyboardInterrupt: raised by the implementation, not by Ctrl-C"
+    stats = tuple(
+        ImplStats(
+            name=names[i],
+            records=records[i],
+            plans=timed[i].plans if i < len(timed) else 0,
+            digest=digests[i].hexdigest(),
+            seconds=seconds[i],
+            plan_seconds=(timed[i].plan_ns / 1e9) if i < len(timed) else 0.0,
+        )
+        for i in range(len(specs))
+    )
+    result = ScenarioResult(
+        profile=profile,
+        seed=seed,
+        features=features,
+        status=status,
+        impls=stats,
+        divergence=divergence,
+        plan=plan_number,
+        record_type=record_type,
+        failed_impl=failed,
+        message=message,
+        harness_seconds=harness_ns / 1e9,
+        floats_within=tally.floats,
+        max_ulps=tally.max_ulps,
+    )
+    if artifacts and status == DIVERGED:
+        result = keep_artifacts(result, scenario, specs, artifacts)
+    return result
+
+
+def _tolerated(records: list[dict[str, Any] | None], ulps: int) -> FloatTally | None:
+    """How the records differ from the first one's in floats alone, or None."""
+    first = records[0]
+    if first is None:
+        return None
+    total = FloatTally()
+    for other in records[1:]:
+        if other is None:
+            return None
+        found = within(rows_view(first), rows_view(other), ulps)
+        if found is None:
+            return None
+        total = total + found
+    return total
+
+
+def keep_artifacts(
+    result: ScenarioResult, scenario: Scenario, specs: Sequence[ImplSpec], directory: str
+) -> ScenarioResult:
+    """Re-run a diverged scenario into trace files; a failure to write them is noted in the
+    result's message, never raised (the divergence is the finding, the files a courtesy)."""
+    kept: list[str] = []
+    try:
+        for spec in specs:
+            kept.append(write_trace(scenario, spec, directory))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - disk full, or a flaky implementation
+        note = f"could not keep the traces in {directory}: {type(exc).__name__}: {exc}"
+        message = f"{result.message}\n{note}" if result.message else note
+        return dataclasses.replace(result, artifacts=tuple(kept), message=message)
+    return dataclasses.replace(result, artifacts=tuple(kept))
+
+
+def _record_type(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "end"
+    return str(record.get("t", "header"))
+
+
+def trace_records(
+    scenario: Scenario, spec: ImplSpec, *, guarded: bool = False
+) -> Iterator[dict[str, Any]]:
+    """The records one implementation produces for a scenario (header first); the
+    implementation and the driver each read a private copy of it. ``guarded``: what the
+    implementation raises is :class:`~tracediff.running.call.ImplementationFailed` (told apart from
+    the errors of writing the trace)."""
+    if not guarded:
+        return drive(private_copy(scenario), _factory(spec)(private_copy(scenario)))
+    inner = construct(spec.name, _factory(spec), private_copy(scenario))
+    return drive(private_copy(scenario), Guarded(inner, spec.name))
+
+
+def write_trace(
+    scenario: Scenario,
+    spec: ImplSpec,
+    directory: str,
+    path: str | None = None,
+    *,
+    guarded: bool = False,
+) -> str:
+    """Record one scenario through one implementation into a trace file; returns its path.
+    ``guarded``: as for :func:`trace_records`."""
+    if path is None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        # the profile comes from data (a scenario file's "profile"): a plain name, kept inside
+        name = component(scenario.profile, scenario.seed, spec.name)
+        path = str(inside(directory, f"{name}.trace", what="trace"))
+    records = trace_records(scenario, spec, guarded=guarded)
+    header = next(records)
+    started = time.time()
+    with TraceWriter(path, header) as writer:
+        for record in records:
+            writer.write_record(encode(record))
+        writer.write_provenance(
+            {
+                "implementation": spec.name,
+                "target": spec.target,
+                "tracediff": __version__,
+                "python": platform.python_version(),
+                "host": platform.node(),
+                "wall_seconds": round(time.time() - started, 6),
+            }
+        )
+    return path
+
+
+# -- many scenarios --------------------------------------------------------------------------
+Task = tuple[
+    Scenario,
+    tuple[ImplSpec, ...],
+    str | None,
+    float | None,
+    int | None,
+    float | None,
+    Equivalence,
+]
+
+
+def run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
+    """One scenario on an executor's worker (see :mod:`tracediff.executor`)."""
+    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s, *rest = task
+    equivalence = rest[0] if rest else None  # a task of six items compares bytes
+    result = run_scenario(
+        scenario, specs, timeout_s=timeout_s, progress=progress, equivalence=equivalence
+    )
+    if (
+        result.status == ERROR
+        and memory_limit_mb is not None
+        and result.message.rstrip().endswith("MemoryError")
+    ):
+        result = dataclasses.replace(
+            result,
+            message=f"{result.message}\nMemoryError: {result.failed_impl} exceeded the "
+            f"--memory-limit of {memory_limit_mb} MB",
+        )
+    if artifacts and result.status == DIVERGED:
+        if artifacts_s is not None:
+            notify(artifacts_s)  # writing the traces re-runs every implementation: not timed
+        result = keep_artifacts(result, scenario, specs, artifacts)
+    return result
+
+
+def outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) -> ScenarioResult:
+    """A worker's outcome as a ScenarioResult; timeouts and deaths become findings."""
+    from tracediff.executor import DIED, DONE, KILLED
+
+    if outcome.kind == DONE:
+        result: ScenarioResult = outcome.value
+        if (result.profile, result.seed) != (scenario.profile, scenario.seed):
+            result = dataclasses.replace(result, profile=scenario.profile, seed=scenario.seed)
+        if outcome.leftovers:
+            note = (
+                f"an implementation {LEFT_RUNNING} after the scenario: "
+                f"{', '.join(outcome.leftovers)}; tracediff killed them (a scheduler must "
+                "stop the processes it starts)"
+            )
+            status = ERROR if result.status == IDENTICAL else result.status
+            message = f"{result.message}\n{note}" if result.message else note
+            result = dataclasses.replace(result, status=status, message=message)
+        return result
+    names = [spec.name for spec in options.impls]
+    impl_index, plan = (outcome.progress + (-1, 0))[:2]
+    failed = names[impl_index] if 0 <= impl_index < len(names) else None
+    who = failed or "an implementation"
+    stack = f"{outcome.stack}\n" if outcome.stack else ""
+    if outcome.kind == KILLED:
+        status = TIMEOUT
+        limit = (
+            f"the {options.timeout_s:g} s scenario time limit"
+            if options.timeout_s
+            else "its time limit"
+        )
+        message = (
+            f"{stack}timeout: {who} exceeded {limit} "
+            f"at plan {plan} and did not stop (stuck outside Python code, e.g. in C code or "
+            f"a lock); its worker was killed after {outcome.seconds:.1f} s"
+        )
+    elif outcome.kind == DIED:
+        status = ERROR
+        died = WORKER_DIED if outcome.attempts > 1 else "worker died"
+        message = (
+            f"{stack}{died}: {outcome.death()} while {who} ran plan {plan} "
+            "(os._exit, a crash in C code, or the system's out-of-memory killer); "
+            "the scenario ran on a fresh worker each time"
+        )
+    elif outcome.tampered:
+        status = ERROR
+        message = f"{outcome.detail} (while {who} ran plan {plan})"
+    else:
+        status = ERROR
+        message = f"{outcome.detail}\nworker failed: the harness raised while running it"
+    return ScenarioResult(
+        profile=scenario.profile,
+        seed=scenario.seed,
+        features=scenario.features(),
+        status=status,
+        impls=(),
+        plan=plan,
+        failed_impl=failed,
+        message=message,
+    )
+
+
+class StopSignals:
+    """SIGINT and SIGTERM raise :class:`Interrupted` while a run is in progress, except
+    inside :meth:`deferred` (recording a finished result), where the signal waits for the end
+    of the block: a result that finished is never lost between the worker and the journal.
+    After the first, further signals are ignored until the run has stopped its workers.
+    Installed only in the main thread (elsewhere the caller's handlers stay)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._depth = 0
+        self._pending: int | None = None
+        self._stopping = False
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self._stopping:
+            return
+        self._pending = signum
+        if self._depth == 0:
+            self._stopping = True
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0 and self._pending is not None and not self._stopping:
+                self._stopping = True
+                raise Interrupted(self._pending)
+
+
+def run_scenarios(
+    scenarios: Sequence[Scenario],
+    options: RunOptions,
+    on_result: Callable[[ScenarioResult], None] | None = None,
+    executor: Executor | None = None,
+) -> RunSummary:
+    """Run scenarios; results in input order.
+
+    On ``executor`` when given (the caller keeps it, e.g. for the explanations), else on
+    the one ``options`` name (see :meth:`RunOptions.open_executor`). ``on_result`` is called
+    for each result as it is known (resumed ones first). SIGINT/SIGTERM end the run early
+    with ``interrupted`` set; with ``options.resume``, finished results are journaled as
+    they arrive and skipped next time.
+    """
+    started = time.perf_counter()
+    results: dict[int, ScenarioResult] = {}
+    notes: list[str] = []
+    interrupted: int | None = None
+    journal, digests, todo = _open_journal(scenarios, options, results, notes)
+    resumed = len(results)
+    try:
+        if on_result:
+            for i in sorted(results):
+                on_result(results[i])
+        stop = StopSignals()
+
+        def finish(index: int, result: ScenarioResult) -> None:
+            nonlocal journal
+            with stop.deferred():
+                results[index] = result
+                if journal is not None:
+                    try:
+                        journal.append(scenarios[index], result_to_dict(result), digests[index])
+                    except OSError as exc:  # a full disk: go on, without the journal
+                        notes.append(
+                            f"{journal.path}: cannot append ({exc.strerror}); results after "
+                            f"{len(results) - 1} finished scenarios are not journaled"
+                        )
+                        journal.close()
+                        journal = None
+            if on_result:
+                on_result(result)
+
+        try:
+            with stop:
+                if todo:
+                    _run_on(executor, scenarios, todo, options, finish, stop.deferred)
+        except KeyboardInterrupt as exc:
+            interrupted = getattr(exc, "signum", signal.SIGINT)
+    finally:
+        if journal is not None:
+            journal.close()
+            if journal.stale:
+                notes.append(
+                    f"{journal.path}: {journal.stale} entries no longer match their scenarios "
+                    "(was the profile edited?); those scenarios ran again"
+                )
+    ordered = tuple(results[i] for i in sorted(results))
+    return RunSummary(
+        impls=tuple(s.name for s in options.impls),
+        results=ordered,
+        wall_seconds=time.perf_counter() - started,
+        interrupted=interrupted is not None,
+        skipped=len(scenarios) - len(ordered),
+        interrupt_signal=interrupted,
+        resumed=resumed,
+        notes=tuple(notes),
+        equivalence=options.equivalence,
+    )
+
+
+def _run_on(
+    executor: Executor | None,
+    scenarios: Sequence[Scenario],
+    todo: list[int],
+    options: RunOptions,
+    finish: Callable[[int, ScenarioResult], None],
+    guard: Callable[[], contextlib.AbstractContextManager[None]],
+) -> None:
+    kill_after = options.kill_after_s
+    # Writing a diverged scenario's traces re-runs each implementation once more.
+    artifacts_s = None if kill_after is None else kill_after * len(options.impls)
+    tasks = (
+        (
+            i,
+            (
+                scenarios[i],
+                options.impls,
+                options.artifacts,
+                options.timeout_s,
+                options.memory_limit_mb,
+                artifacts_s,
+                options.equivalence,
+            ),
+        )
+        for i in todo
+    )
+    chosen = executor if executor is not None else options.open_executor(len(todo))
+    try:
+        chosen.stream(
+            run_task,
+            tasks,
+            lambda outcome: finish(
+                outcome.index, outcome_result(outcome, scenarios[outcome.index], options)
+            ),
+            deadline_s=kill_after,
+            guard=guard,
+        )
+    finally:
+        if executor is None:
+            chosen.close()
+
+
+def _open_journal(
+    scenarios: Sequence[Scenario],
+    options: RunOptions,
+    results: dict[int, ScenarioResult],
+    notes: list[str],
+) -> tuple[Any, list[str], list[int]]:
+    """Open the --resume journal (if any), fill ``results`` with what it already holds;
+    returns the journal, each scenario's digest, and the indices still to run."""
+    if options.resume is None:
+        return None, [], list(range(len(scenarios)))
+    from tracediff.running.fingerprint import fingerprint
+    from tracediff.running.journal import Journal, identity_for, scenario_digest
+
+    identity = identity_for(
+        [s.name for s in options.impls],
+        [s.target for s in options.impls],
+        scenarios,
+        fingerprint(options.impls, options.outcome_options()),
+    )
+    journal = Journal.open(options.resume, identity)
+    notes.extend(journal.notes)
+    digests = [scenario_digest(s) for s in scenarios]
+    todo: list[int] = []
+    try:
+        for i, scenario in enumerate(scenarios):
+            stored = journal.lookup(scenario, digests[i])
+            if stored is None:
+                todo.append(i)
+            else:
+                results[i] = result_from_dict(stored, resumed=True)
+    except BaseException:
+        journal.close()
+        raise
+    return journal, digests, todo
+
+
+def result_to_dict(result: ScenarioResult) -> dict[str, Any]:
+    """A ScenarioResult as plain JSON data (the journal's form; see result_from_dict)."""
+    data = dataclasses.asdict(result)
+    data.pop("resumed")
+    return data
+
+
+def result_from_dict(data: dict[str, Any], *, resumed: bool = False) -> ScenarioResult:
+    """The inverse of :func:`result_to_dict`; raises JournalError on a malformed entry."""
+    from tracediff.errors import JournalError
+
+    try:
+        fields = dict(data)
+        fields["impls"] = tuple(ImplStats(**stats) for stats in fields["impls"])
+        fields["artifacts"] = tuple(fields.get("artifacts", ()))
+        return ScenarioResult(**fields, resumed=resumed)
+    except (TypeError, KeyError) as exc:
+        raise JournalError(f"a journal entry is not a scenario result: {exc}") from None
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)

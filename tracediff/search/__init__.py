@@ -1,0 +1,1 @@
+"""Searching scenario space: shrinking a failing scenario and fuzzing for new ones."""
