@@ -161,9 +161,9 @@ def test_record_show_jsonl_roundtrip(tmp_path: Path) -> None:
     from tracediff.models.specdec.scenario.generator import generate
     from tracediff.models.specdec.scenario.profiles import load_profile
     from tracediff.models.specdec.sched.record import COLUMNS, rows_view
+    from tracediff.models.specdec.schema import COMPLETION_LANE_COLUMNS
     from tracediff.project.impls import parse_impl
     from tracediff.running.runner import trace_records
-    from tracediff.trace.schema import COMPLETION_LANE_COLUMNS
 
     out = tmp_path / "t.trace"
     runner = CliRunner()

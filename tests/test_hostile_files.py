@@ -28,10 +28,10 @@ from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.models.specdec.sched.record import TABLES, rows_view
 from tracediff.models.specdec.sched.reference import ReferenceScheduler
+from tracediff.models.specdec.schema import Schema, record_problem
 from tracediff.project.impls import parse_impl
 from tracediff.running.runner import RunOptions, run_scenarios, trace_records
 from tracediff.trace import encode, trace_bytes
-from tracediff.trace.schema import Schema, record_problem
 
 SKEWED = "tests.impls.skewed:SkewedScheduler"
 SEED = 4  # one request, probes, pruning: every row kind is present
@@ -664,7 +664,7 @@ def test_a_damaged_scenario_file_is_a_scenario_error_and_nothing_else() -> None:
 def test_the_schema_follows_new_columns_and_row_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     """A typed column, a row column or a row kind the model gains is checked by the layout
     the schema is given alone."""
-    import tracediff.trace.schema as schema
+    import tracediff.models.specdec.schema as schema
     from tracediff.models.specdec.sched.record import COLUMNS, PLAN_KEYS
     from tracediff.trace.columns import TableSpec
 

@@ -11,7 +11,7 @@ from tracediff.models.specdec.engine.driver import drive
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.models.specdec.sched.reference import ReferenceScheduler
-from tracediff.trace.schema import _round_ok, record_problem
+from tracediff.models.specdec.schema import _round_ok, record_problem
 
 
 def _plan_with_round() -> dict[str, Any]:

@@ -4,7 +4,7 @@ Each case takes a real trace, decodes it, damages what it holds (a string where 
 belongs, bytes, NaN, a 64-bit integer, a missing key, a row cut short or too long, a record
 dropped, duplicated or moved, a completion of another round, a header without its
 columns...), and encodes it again with valid frames, checksums and digest, so that only the
-content schema (tracediff/trace/schema.py) stands between the damage and the code that
+content schema (tracediff/models/specdec/schema.py) stands between the damage and the code that
 reads it. A share of the cases damages one typed column of a plan's wide table instead
 (trace format 2, tracediff/trace/columns.py): a bin truncated or extended, a NaN or infinity
 written into a float column, a column dropped or two swapped, a bit flipped. All but the

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from tracediff.cli import main
 from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.upgrade import file_version, upgrade_trace
 from tracediff.project.impls import parse_impl
 from tracediff.running.runner import write_trace
 from tracediff.trace import BodyDigest, TraceReader, decode, encode, first_difference
 from tracediff.trace.codec import PREVIOUS_VERSION
-from tracediff.trace.upgrade import file_version, upgrade_trace
 
 # Recorded by tracediff's version 1 (the reference on quick seed 13: ragged candidates,
 # grammar and host-stop lanes, a small verification budget).

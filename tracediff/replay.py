@@ -32,11 +32,11 @@ from tracediff.compare.readable import readable
 from tracediff.errors import TraceFormatError
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.sched.record import packed_record
+from tracediff.models.specdec.schema import Schema, TraceChecker, checked_records, header_schema
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running.call import Guarded, ImplementationFailed, construct, summary
 from tracediff.running.runner import private_copy
 from tracediff.trace import TraceReader, encode
-from tracediff.trace.schema import Schema, TraceChecker, checked_records, header_schema
 
 MATCH, MISMATCH, ERROR = "match", "mismatch", "error"
 INPUT_TYPES = ("arrival", "completion")
@@ -121,7 +121,7 @@ class ReplayResult:
 
 def scenario_from_header(header: dict[str, Any], name: str) -> Scenario:
     """The scenario a trace header carries; a TraceFormatError naming the file if the
-    header is not a tracediff trace header (tracediff/trace/schema.py)."""
+    header is not a tracediff trace header (tracediff/models/specdec/schema.py)."""
     return header_schema(header, name)[1]
 
 

@@ -181,8 +181,8 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
 )
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
+    from tracediff.models.specdec.schema import checked_records, header_schema
     from tracediff.trace import TraceReader
-    from tracediff.trace.schema import checked_records, header_schema
 
     reader = TraceReader(trace)
     header_schema(reader.header, reader.name)

@@ -65,10 +65,10 @@ from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
 from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.schema import checked_records, header_schema
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.trace import TraceReader, decode, encode
-from tracediff.trace.schema import checked_records, header_schema
 
 MAX_EVENTS = 32  # the previous plan and the events since, kept (beyond K) for context
 MAX_CHANGES = 50  # field changes kept per divergence (the total is counted)

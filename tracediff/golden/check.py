@@ -532,7 +532,7 @@ def explain_reference_change(
 
 def _record_at(reader: TraceReader, index: int) -> dict[str, Any] | None:
     """The golden trace's record at body ``index``, checked against the trace schema."""
-    from tracediff.trace.schema import checked_records
+    from tracediff.models.specdec.schema import checked_records
 
     for checked in checked_records(reader):
         if checked.index == index:

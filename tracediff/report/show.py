@@ -9,7 +9,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from tracediff.trace.schema import COMPLETION_LANE_COLUMNS, TraceChecker, checked_records
+from tracediff.models.specdec.schema import COMPLETION_LANE_COLUMNS, TraceChecker, checked_records
 
 
 def labelled(record: Any, columns: Mapping[str, Sequence[str]]) -> Any:

@@ -53,7 +53,7 @@ record; a *body index* counts only compared frames (header 0, records 1..), whic
 
 Compatibility: a reader refuses any other version with a message that says so; a change to
 the framing or to the digest definition bumps the version. Schema changes inside the
-payloads are the header's business, not the framing's: :mod:`tracediff.trace.schema` checks
+payloads are the header's business, not the framing's: :mod:`tracediff.models.specdec.schema` checks
 what the header and the records hold (``checked_records``), for every command that reads a
 trace.
 """

@@ -15,8 +15,8 @@ from tracediff.errors import SchedulerFault
 from tracediff.models.specdec.engine.simulator import SimulatedEngine
 from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
 from tracediff.models.specdec.sched.record import COLUMNS, PLAN_KEYS, TYPE_NAMES, packed_record
+from tracediff.models.specdec.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
 from tracediff.trace.columns import ColumnError
-from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
 
 TRACE_VERSION = SCHEMA_VERSION
 MAX_PLANS = 200_000  # a scenario that needs more is a scheduler that does not converge
@@ -125,7 +125,7 @@ def _packed_plan(record: Any, number: int) -> dict[str, Any]:
 
 def check_plan(record: dict[str, Any], number: int) -> None:
     """Refuse a plan record the trace schema refuses, so that every trace tracediff records
-    reads back (tracediff/trace/schema.py): the implementation's finding, not a bad file."""
+    reads back (models/specdec/schema.py): the implementation's finding, not a bad file."""
     problem = record_problem(record)
     if problem is not None:
         what = "round" if problem.startswith("round") else "plan record"

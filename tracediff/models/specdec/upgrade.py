@@ -20,10 +20,10 @@ from typing import Any
 
 from tracediff.errors import TraceFormatError
 from tracediff.models.specdec.sched.record import COLUMNS, TYPE_NAMES, packed_record
+from tracediff.models.specdec.schema import SCHEMA_VERSION, TRACE_FORMAT, TraceChecker
 from tracediff.trace.codec import FORMAT_VERSION, MAGIC, PREAMBLE, PREVIOUS_VERSION, encode
 from tracediff.trace.columns import ColumnError
 from tracediff.trace.reader import TraceReader
-from tracediff.trace.schema import SCHEMA_VERSION, TRACE_FORMAT, TraceChecker
 from tracediff.trace.writer import TraceWriter
 
 
