@@ -20,7 +20,7 @@ from tests.impls.kinds import AT, RAISE_AT
 from tracediff.cli import main
 from tracediff.compare import json_report
 from tracediff.compare.explain import explain, raised_in
-from tracediff.compare.fields import CHOICE_FIELDS, record_changes
+from tracediff.compare.fields import record_changes
 from tracediff.compare.model import (
     BOOKKEEPING,
     DECISION,
@@ -34,6 +34,7 @@ from tracediff.compare.model import (
 )
 from tracediff.compare.signature import group_signatures
 from tracediff.compare.state import first_state_difference, state_difference
+from tracediff.models.specdec.model import MODEL
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.scenario.profiles import load_profile
@@ -137,7 +138,7 @@ def test_each_kind_on_a_small_scenario(impl: str, seed: int, kind: str, signatur
 
 def test_field_kinds_on_records() -> None:
     a = {"t": "plan", "credit": 0.0, "pruned": [[1, 2]], "round": [1, 2], "probe": 0}
-    choice = CHOICE_FIELDS["plan"]
+    choice = MODEL.choice_fields["plan"]
     kinds = {
         c.path: c.kind
         for c in record_changes(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tracediff.compare.explain import MAX_EVENTS, explain, explain_many, explain_traces
-from tracediff.compare.fields import CHOICE_FIELDS, classify, record_changes
+from tracediff.compare.fields import classify, record_changes
 from tracediff.compare.floats import relative_error, ulp_distance
 from tracediff.compare.model import (
     BOOKKEEPING,
@@ -30,6 +30,7 @@ from tracediff.compare.model import (
     normalise_path,
 )
 from tracediff.compare.signature import SLIM_NOTE, Condenser, group_signatures
+from tracediff.models.specdec.model import MODEL
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.models.specdec.sched.record import COLUMNS
@@ -124,7 +125,7 @@ def test_a_table_of_another_length_is_compared_row_by_row() -> None:
     assert [c.path for c in changes] == [("pruned[0]",), ("pruned[1]",), ("pruned[2]",)]
     assert (changes[0].a, changes[0].b) == ([1, 2], [3, 2])
     assert all(c.kind == DECISION for c in changes)  # no choice fields given: all decisions
-    plan_choice = CHOICE_FIELDS["plan"]
+    plan_choice = MODEL.choice_fields["plan"]
     assert all(c.kind == BOOKKEEPING for c in record_changes(a, b, COLUMNS, plan_choice))
 
 

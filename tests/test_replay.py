@@ -14,6 +14,7 @@ from tests.impls.skewed import SKEW_AT
 from tracediff.cli import main
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import COLUMNS as RECORD_COLUMNS
 from tracediff.models.specdec.sched.record import rows_view
 from tracediff.models.specdec.sched.reference import ReferenceScheduler
 from tracediff.project.impls import parse_impl
@@ -29,6 +30,7 @@ from tracediff.replay import (
 from tracediff.running.runner import trace_records, write_trace
 from tracediff.trace import TraceReader, TraceWriter
 
+COLUMNS = {name: list(cols) for name, cols in RECORD_COLUMNS.items()}
 SEED = 12  # quick:12 has 8 requests, retirements and 53 plans
 
 
@@ -206,11 +208,14 @@ def test_difference_path_and_column_names() -> None:
     changed["round"][6][0][2] += 1
     path = difference_path(record, changed)
     assert path == ("round", 6, 0, 2)
-    assert format_path(path, record) == "round.lanes[0].prefix"
+    assert format_path(path, record, COLUMNS) == "round.lanes[0].prefix"
     assert value_at(changed, path) == record["round"][6][0][2] + 1
     changed = json.loads(json.dumps(record))
     changed["candidates"][1][8] = -1.0
-    assert format_path(difference_path(record, changed) or (), record) == "candidates[1].expected"
+    assert (
+        format_path(difference_path(record, changed) or (), record, COLUMNS)
+        == "candidates[1].expected"
+    )
     assert difference_path(record, json.loads(json.dumps(record))) is None
     # 1 and 1.0 are different bytes in a trace, so they differ here too
     assert difference_path({"a": 1}, {"a": 1.0}) == ("a",)

@@ -11,6 +11,8 @@ public API is what this module exports (docs/api.md)::
     assert result.ok, result.explain()
 
 The names load on first use, so that ``import tracediff`` stays cheap for the command line.
+The scenario names (``Scenario``, ``generate``, ``load_profile``, the Hypothesis strategies)
+are the default model's, the speculative-decoding scheduler's (tracediff.models.specdec).
 """
 
 from __future__ import annotations
@@ -29,15 +31,6 @@ if TYPE_CHECKING:
     from tracediff.compare.model import Divergence as Divergence
     from tracediff.compare.model import FieldChange as FieldChange
     from tracediff.errors import TracediffError as TracediffError
-    from tracediff.models.specdec.scenario.generator import generate as generate
-    from tracediff.models.specdec.scenario.model import RequestSpec as RequestSpec
-    from tracediff.models.specdec.scenario.model import Scenario as Scenario
-    from tracediff.models.specdec.scenario.model import SchedulerParams as SchedulerParams
-    from tracediff.models.specdec.scenario.profiles import Profile as Profile
-    from tracediff.models.specdec.scenario.profiles import load_profile as load_profile
-    from tracediff.models.specdec.scenario.strategies import request_specs as request_specs
-    from tracediff.models.specdec.scenario.strategies import scenarios as scenario_strategy
-    from tracediff.models.specdec.scenario.strategies import scheduler_params as scheduler_params
     from tracediff.project import Project as Project
     from tracediff.project import resolve as load_project
     from tracediff.project.config import Config as Config

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracediff import model as models
 from tracediff.compare.equivalence import Equivalence
 from tracediff.compare.model import (
     DIVERGED,
@@ -45,7 +46,7 @@ from tracediff.compare.model import (
     StepOutcome,
 )
 from tracediff.executor import DONE, Executor
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
 from tracediff.report.describe import plural
 
@@ -135,9 +136,7 @@ def _run_gate(
         steps.append(StepOutcome("regressions", EMPTY, f"no scenarios in {where}"))
         on_progress(f"regressions: {EMPTY}: no scenarios in {where}")
     else:
-        labelled = [
-            dataclasses.replace(s, profile=f"{REGRESSION_PREFIX}{s.profile}") for s in corpus
-        ]
+        labelled = [models.of(s).relabel(s, f"{REGRESSION_PREFIX}{s.profile}") for s in corpus]
         on_progress(f"regressions: {plural(len(labelled), 'scenario')} ...")
         step, found, interrupted, _ = _run_step(
             "regressions", REGRESSIONS_SUITE, labelled, options, "regressions", executor, on_result

@@ -34,6 +34,7 @@ import importlib
 import importlib.metadata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tracediff.errors import UsageError
@@ -118,13 +119,29 @@ class DecisionModel(Protocol):
         the one it is given)."""
 
     def size(self, scenario: Any) -> int:
-        """How big a scenario is for listings (its requests, items, ...)."""
+        """How big a scenario is (its requests, items, ...): larger ones are started first,
+        and listings show it."""
+
+    def relabel(self, scenario: Any, profile: str) -> Any:
+        """The same scenario under another profile name (``regression:quick``)."""
+
+    def data_dir(self, kind: str) -> Path | None:
+        """The model's own built-in data of ``kind`` ("profiles", "regressions", "golden"):
+        the fallback while a project has none of its own; None for none."""
+
+    def cell(self, scenario: Any) -> tuple[Any, ...]:
+        """The part of the profile's matrix a scenario stands for: golden keeps a full trace
+        of the smallest scenario of each cell."""
 
     # -- running ---------------------------------------------------------------------
     def drive(self, scenario: Any, impl: Any, *, check: bool = True) -> Iterator[Record]:
         """Run ``scenario`` through ``impl`` on the model's simulated engine, yielding the
         header and then every record. ``check=False`` leaves the content check of each
         decision record to the caller (:meth:`check_record`)."""
+
+    def exec_factory(self, name: str, target: str) -> Any:
+        """The factory of an ``exec:COMMAND`` implementation: a process speaking the model's
+        protocol (with ``probe()``, called once to fail fast); UsageError if it has none."""
 
     def check_record(self, record: Record, number: int) -> None:
         """Raise SchedulerFault naming the field if a decision record breaks the schema."""
@@ -133,16 +150,43 @@ class DecisionModel(Protocol):
         """Path fragments of the model's driver and engine code: a traceback frame there is
         the engine refusing what the implementation returned, not the implementation."""
 
+    def state_event(
+        self, method: str, args: tuple[Any, ...], result: Any, index: int
+    ) -> tuple[str, int]:
+        """How the state diff names the event a driver call was (``arrival of request 3``)
+        and the body index of the record it belongs to (``index``: the record the driver
+        last yielded)."""
+
     # -- traces ----------------------------------------------------------------------
     def trace_checker(self, header: Mapping[str, Any], name: str) -> Any:
         """A checker for one trace file's records (``check(record, offset=, index=)``),
         TraceFormatError for a header this model cannot read; also gives ``.scenario``."""
 
+    def upgrade_trace(self, path: str, output: str | None) -> Any:
+        """Convert a trace of an older format of this model (``tracediff upgrade``);
+        UsageError when the model never had another."""
+
+    def as_rows(self, record: Record) -> Record:
+        """Like :meth:`rows_view` for a record as an implementation returned it (tables as
+        rows or as columns, even malformed ones: kept as they are)."""
+
+    def replay(self, reader: Any, spec: Any, *, until: int | None, want_state: bool) -> Any:
+        """Feed a trace's recorded inputs into the implementation ``spec`` and compare each
+        decision it makes with the recorded one: a :class:`tracediff.replay.ReplayResult`."""
+
     def rows_view(self, record: Record) -> Record:
         """The record with its column-stored tables as rows, for people and for diffs."""
 
-    def present(self, record: Record) -> list[str]:
-        """Lines that show one record to a person (``tracediff show``)."""
+    # -- presenting -------------------------------------------------------------------
+    def labelled(self, record: Record, columns: Mapping[str, Sequence[str]]) -> Any:
+        """A record (tables as rows) with every row an object keyed by its column names
+        (``columns``: the header's), for ``tracediff show --plan`` and ``--jsonl``."""
+
+    def scenario_rows(self, scenario: Any) -> list[tuple[str, str]]:
+        """The scenario's lines (field, value) in a trace summary."""
+
+    def decision_kind(self, record: Record) -> str:
+        """A short name for what a decision did, counted in a trace summary."""
 
 
 @functools.cache

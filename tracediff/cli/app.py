@@ -213,11 +213,25 @@ def _fail_usage(exc: click.UsageError) -> NoReturn:
 @click.group(cls=TracediffGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracediff")
 @click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.option(
+    "--model",
+    default=None,
+    metavar="NAME",
+    help="The decision model under test (tracediff models lists them; default: the "
+    "configuration's [tool.tracediff] model, else specdec).",
+)
 @click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
+def main(ctx: click.Context, debug: bool, model: str | None) -> None:
     """Differential trace testing: prove an optimized implementation decides as before."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    if model is not None:
+        from tracediff import model as models
+        from tracediff.project import MODEL_ENV
+
+        models.get(model)  # an unknown model fails here, with the choices
+        # In the environment, so worker processes and every resolution see the same model.
+        os.environ[MODEL_ENV] = model
 
 
 # -- shared option handling -------------------------------------------------------------------
@@ -265,14 +279,15 @@ def resolve_equivalence(mode: str, ulps: int | None) -> Any:
 
 def resolve_scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
     from tracediff.cli.settings import profile as default_profile
-    from tracediff.models.specdec.scenario.generator import generate
-    from tracediff.models.specdec.scenario.profiles import load_profile, parse_seeds
+    from tracediff.project import current_model
+    from tracediff.project.seeds import parse_seeds
 
-    profile = load_profile(default_profile(profile_name))
+    model = current_model()
+    profile = model.load_profile(default_profile(profile_name))
     seeds = parse_seeds(seeds_text) if seeds_text is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
-    return [generate(profile, seed) for seed in seeds]
+    return [model.generate(profile, seed) for seed in seeds]
 
 
 def check_output_file(path: str | None, flag: str) -> None:

@@ -33,9 +33,9 @@ from tracediff.report.describe import plural
 
 
 def _profile_size(profile_name: str) -> int:
-    from tracediff.models.specdec.scenario.profiles import load_profile
+    from tracediff.project import current_model
 
-    return len(load_profile(profile_name).seeds)
+    return len(current_model().load_profile(profile_name).seeds)
 
 
 golden_dir_option = click.option(
@@ -130,7 +130,7 @@ def check_command(
     from tracediff.cli import settings
     from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
-    from tracediff.models.specdec.scenario.profiles import parse_seeds
+    from tracediff.project.seeds import parse_seeds
 
     compare_as = resolve_equivalence(equivalence, ulps)
     check_seconds(timeout_s, "--timeout")

@@ -6,7 +6,6 @@ output path), so that bad input fails at once with exit 2 rather than after the 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import signal
 import sys
@@ -24,6 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tracediff import model as models
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
@@ -45,7 +45,7 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
-from tracediff.project.impls import CHECKED
+from tracediff.project.impls import checked
 from tracediff.report.describe import plural
 from tracediff.running.runner import (
     DIVERGED,
@@ -253,9 +253,7 @@ def run(
 
         # Past failures first, every time: they are small and the likeliest to catch a bug.
         corpus = load_corpus(corpus_dir)
-        labelled = [
-            dataclasses.replace(s, profile=f"{REGRESSION_PREFIX}{s.profile}") for s in corpus
-        ]
+        labelled = [models.of(s).relabel(s, f"{REGRESSION_PREFIX}{s.profile}") for s in corpus]
         scenarios = labelled + scenarios
         if labelled:  # say which corpus is replayed (gate says so even when it is empty)
             click.echo(
@@ -369,10 +367,11 @@ def check_flags(
         except ImportError:
             raise UsageError("--memory-limit is not supported on this platform") from None
     chosen = list(impls) or ["reference", "optimized"]
-    if check and not any(name.strip() in CHECKED for name in chosen):
+    twins = checked()
+    if check and not any(name.strip() in twins for name in chosen):
         raise UsageError(
             f"--check changes nothing here: none of {', '.join(chosen)} has a check mode "
-            f"(only {', '.join(sorted(CHECKED))} has); drop --check"
+            f"(only {', '.join(sorted(twins))} has); drop --check"
         )
 
 

@@ -15,7 +15,11 @@ from typing import overload
 import click
 
 from tracediff.errors import UsageError
-from tracediff.project import DEFAULT_IMPLS, DEFAULT_PROFILE, DataSource, Location, Project, resolve
+from tracediff.project import DEFAULT_PROFILE, DataSource, Location, Project, resolve
+
+# A command that compares passes this as its default: it takes the project's implementations
+# (the configured ones, else the model's defaults); only its length is read.
+DEFAULT_IMPLS = ("<baseline>", "<candidate>")
 
 __all__ = ["DEFAULT_IMPLS", "DEFAULT_PROFILE", "project"]
 

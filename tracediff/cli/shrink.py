@@ -226,9 +226,9 @@ def shrink(
 def _refuse_code_named_by_data(path: str, names: tuple[str, ...]) -> None:
     """A scenario file names the implementations it was found with; importing them would
     let a data file choose code to run. Built-in names are fine; others need ``--impl``."""
-    from tracediff.project.impls import BUILTINS
+    from tracediff.project.impls import builtins
 
-    foreign = [name for name in names if name not in BUILTINS]
+    foreign = [name for name in names if name not in builtins()]
     if foreign:
         raise UsageError(
             f"{path} was found with {', '.join(names)}; tracediff does not import code a data "

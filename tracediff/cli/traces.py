@@ -181,15 +181,14 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
 )
 def show(trace: str, plan_number: int | None, jsonl: bool) -> None:
     """Inspect a trace: summary, one plan, or JSON lines."""
-    from tracediff.models.specdec.schema import checked_records, header_schema
     from tracediff.trace import TraceReader
+    from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
     reader = TraceReader(trace)
-    header_schema(reader.header, reader.name)
+    trace_checker(reader)  # a file that is no trace of its model fails first
     columns = reader.header.get("columns")
     names: dict[str, list[str]] = columns if isinstance(columns, dict) else {}
-    if jsonl or plan_number is not None:
-        from tracediff.report.show import labelled
+    labelled = trace_model(reader).labelled
     if jsonl:
         # every row an object keyed by its column names, so `jq '.candidates[].value'` works
         out = sys.stdout

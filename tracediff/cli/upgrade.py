@@ -25,8 +25,9 @@ def upgrade(traces: tuple[str, ...], output: str | None) -> None:
     (atomically; on any error nothing is written). Traces already current are left as they
     are. The digest changes with the encoding: regenerate golden manifests instead.
     """
-    from tracediff.models.specdec.upgrade import upgrade_trace
+    from tracediff.project import current_model
 
+    upgrade_trace = current_model().upgrade_trace
     if output is not None and len(traces) != 1:
         raise UsageError("-o/--output takes one TRACE; without it each file is converted in place")
     check_output_file(output, "-o/--output")

@@ -29,7 +29,6 @@ is called not deterministic.
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tracediff import model as models
 from tracediff.compare.fields import (
-    CHOICE_FIELDS,
     classify,
     record_changes,
     record_label,
@@ -64,11 +63,11 @@ from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
-from tracediff.models.specdec.scenario.model import Scenario
-from tracediff.models.specdec.schema import checked_records, header_schema
+from tracediff.model import DecisionModel, Scenario
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.trace import TraceReader, decode, encode
+from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
 MAX_EVENTS = 32  # the previous plan and the events since, kept (beyond K) for context
 MAX_CHANGES = 50  # field changes kept per divergence (the total is counted)
@@ -101,30 +100,29 @@ def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
         return _Failed(type(exc).__name__, text, raised_in(exc))
 
 
-_DRIVER = os.path.join("engine", "driver.py")
-_ENGINE = os.path.join("specdec", "engine", "")
-
-
-def raised_in(exc: BaseException) -> str:
+def raised_in(exc: BaseException, model: DecisionModel | None = None) -> str:
     """Where an implementation raised, as the driver call it was in: ``plan()``,
     ``complete()``, ``arrive()``; ``engine`` when the driver or engine refused what it
     returned (a malformed plan, a round the engine cannot run); ``driver`` when the driver
     itself stopped it (stopped planning, runaway); ``encode`` for an unencodable record.
 
-    Read from the traceback: the frame after the driver's ``drive`` is the call it made.
-    Which plan or record it happened at is left out on purpose: one bug, one signature.
+    Read from the traceback: the frame after the driver's ``drive`` is the call it made
+    (the model's :meth:`~tracediff.model.DecisionModel.engine_files` say where its driver
+    and engine are). Which plan or record it happened at is left out on purpose: one bug,
+    one signature.
     """
+    driver_file, *engine_dirs = (model or models.get(None)).engine_files()
     frames = traceback.extract_tb(exc.__traceback__)
     at = None
     for position, frame in enumerate(frames):
-        if frame.name == "drive" and frame.filename.endswith(_DRIVER):
+        if frame.name == "drive" and frame.filename.endswith(driver_file):
             at = position
     if at is None:
         return "encode"
     if at + 1 >= len(frames):
         return "driver"
     called = frames[at + 1]
-    if _ENGINE in called.filename:
+    if any(part in called.filename for part in engine_dirs):
         return "engine"
     return f"{called.name}()"
 
@@ -232,12 +230,13 @@ class _Base:
     requests: int
     plans: int
     names: tuple[str, ...]
+    model: DecisionModel  # the scenario's: its records' shape and choice fields
 
 
-def _decoded(payload: bytes | None) -> dict[str, Any] | None:
+def _decoded(payload: bytes | None, model: DecisionModel) -> dict[str, Any] | None:
     if payload is None:
         return None
-    value = readable(decode(payload))
+    value = readable(decode(payload), model)
     return value if isinstance(value, dict) else {"value": value}
 
 
@@ -257,8 +256,11 @@ def _divergence(
     item_a, item_b = walk.items[i_a], walk.items[i_b]
     payload_a = item_a[0] if isinstance(item_a, tuple) else None
     payload_b = item_b[0] if isinstance(item_b, tuple) else None
-    a, b = _decoded(payload_a), _decoded(payload_b)
-    rows = [ContextRow(i, _decoded(p[i_a]), _decoded(p[i_b])) for i, p in walk.context]
+    model = base.model
+    a, b = _decoded(payload_a, model), _decoded(payload_b, model)
+    rows = [
+        ContextRow(i, _decoded(p[i_a], model), _decoded(p[i_b], model)) for i, p in walk.context
+    ]
     rows.append(ContextRow(index, a, b))
     timeline_a = walk.timeline + _follow(sources[i_a], item_a, walk.columns)
     timeline_b = walk.timeline + _follow(sources[i_b], item_b, walk.columns)
@@ -300,7 +302,9 @@ def _divergence(
             notes=notes,
             raised_in=(failure.raised_in if failure else "") or None,
         )
-    changes, kind, path, extra = _compare(a, b, index, label, walk.columns)
+    changes, kind, path, extra = _compare(
+        a, b, index, label, walk.columns, base.model.choice_fields
+    )
     return replace(
         common,
         kind=kind,
@@ -325,6 +329,7 @@ def _compare(
     index: int,
     label: str,
     columns: Mapping[str, Sequence[str]],
+    choices: Mapping[str, frozenset[str]],
 ) -> tuple[list[FieldChange], str, tuple[str, ...], tuple[str, ...]]:
     """Changes, kind, headline path and notes for the two records at the divergence."""
     if a is None or b is None:
@@ -341,7 +346,7 @@ def _compare(
     if index > 0 and a.get("t") != b.get("t"):
         change = FieldChange(("t",), STRUCTURE, a.get("t"), b.get("t"))
         return [change], STRUCTURE, (f"{a.get('t')} vs {b.get('t')}",), ()
-    choice = None if index == 0 else CHOICE_FIELDS.get(str(a.get("t")))
+    choice = None if index == 0 else choices.get(str(a.get("t")))
     changes = record_changes(a, b, {} if index == 0 else columns, choice)
     if not changes:
         reason = (
@@ -373,9 +378,10 @@ def _base_of(scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpe
         profile=scenario.profile,
         seed=scenario.seed,
         features=scenario.features(),
-        requests=len(scenario.requests),
+        requests=models.of(scenario).size(scenario),
         plans=result.impls[0].plans if result.impls else 0,
         names=tuple(spec.name for spec in specs),
+        model=models.of(scenario),
     )
 
 
@@ -692,19 +698,20 @@ def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> 
     """
     reader_a, reader_b = TraceReader(path_a), TraceReader(path_b)
     for reader in (reader_a, reader_b):
-        header_schema(reader.header, reader.name)  # a file that is no trace fails first
+        trace_checker(reader)  # a file that is no trace fails first
     names = (_file_name(reader_a, reader_b), _file_name(reader_b, reader_a))
     if names[0] == names[1]:
         names = (f"A: {names[0]}", f"B: {names[1]}")
-    scenario = _scenario_of(reader_a.header)
+    scenario = _scenario_of(reader_a)
     plans = sum(1 for _payload, record in _file_source(reader_a) if record.get("t") == "plan")
     base = _Base(
         profile=scenario.profile if scenario else "trace",
         seed=scenario.seed if scenario else 0,
         features=scenario.features() if scenario else "unknown scenario (header has none)",
-        requests=len(scenario.requests) if scenario else 0,
+        requests=models.of(scenario).size(scenario) if scenario else 0,
         plans=plans,
         names=names,
+        model=trace_model(reader_a),
     )
     sources = [_file_source(reader_a), _file_source(reader_b)]
     walk = _walk(sources, context=context, catch=False)
@@ -735,8 +742,9 @@ def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> 
     )
 
 
-def _scenario_of(header: Mapping[str, Any]) -> Scenario | None:
+def _scenario_of(reader: TraceReader) -> Scenario | None:
     try:
-        return Scenario.from_dict(header.get("scenario"))
+        found: Scenario = trace_checker(reader).scenario
+        return found
     except (ScenarioError, TypeError, AttributeError):
         return None

@@ -10,10 +10,11 @@ lays them out, and classifies each one:
 - a float that moved: *rounding* while its relative error is within
   :data:`~tracediff.compare.model.ROUNDING_REL_ERROR`, else *value*;
 - anything else that differs (an int, a string, a flag, a list's length, ``None``): a
-  *decision* when it lies in a field that holds the record's choice (:data:`CHOICE_FIELDS`:
-  a plan's ``round``, ``probe`` and ``refresh``; every field of other records, such as a
-  retirement), else *bookkeeping* (a dominator id, an eligible lane's cap, a candidate's
-  prefixes: recorded on the way to a choice that came out the same).
+  *decision* when it lies in a field that holds the record's choice (its model's
+  ``choice_fields``, e.g. a plan's ``round``, ``probe`` and ``refresh``; every field of a
+  record type the model does not list), else *bookkeeping* (a dominator id, an eligible
+  lane's cap, a candidate's prefixes: recorded on the way to a choice that came out the
+  same).
 
 The record's kind is its most fundamental change's (structure, decision, bookkeeping, type,
 value, rounding). In a decision, the floats that moved with it are knock-on effects and get
@@ -43,12 +44,6 @@ from tracediff.compare.model import (
 )
 
 Columns = Mapping[str, Sequence[str]]
-
-# The fields of a record that hold its choice, by record type; a record type not listed
-# (a retirement, another schema's records) is all choice.
-CHOICE_FIELDS: Mapping[str, frozenset[str]] = {
-    "plan": frozenset({"round", "probe", "refresh"}),
-}
 
 _MISSING = object()
 _STRUCTURAL = {"dictionary_item_added", "dictionary_item_removed"}

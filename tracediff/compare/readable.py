@@ -4,7 +4,7 @@ A trace stores a plan record's wide tables as typed columns (``bytes`` per colum
 built-in's ``plan()`` returns them that way too. Field paths (``candidates[3].value``),
 ULP distances and JSON reports all need one value per cell, so every record this package
 compares, labels or keeps for a report goes through :func:`readable` first: tables become
-rows, exactly the version 1 shape (``tracediff.models.specdec.sched.record.rows_view``).
+rows, exactly the version 1 shape (the model's :meth:`~tracediff.model.DecisionModel.as_rows`).
 
 A table that cannot be read as rows (columns of the wrong width, rows no column holds) is
 kept as recorded, with any ``bytes`` written as hexadecimal text: a report still shows what
@@ -15,18 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff.models.specdec.sched.record import packed_record, rows_view
-from tracediff.trace.columns import ColumnError
+from tracediff import model as models
+from tracediff.model import DecisionModel
 
 
-def readable(record: Any) -> Any:
-    """``record`` with every typed table as rows and any other ``bytes`` as hex text."""
-    if isinstance(record, dict) and record.get("t") == "plan":
-        try:
-            record = packed_record(record)
-        except ColumnError:
-            pass  # rows no column can hold: shown as the implementation returned them
-        record = rows_view(record)
+def readable(record: Any, model: DecisionModel | None = None) -> Any:
+    """``record`` with every typed table as rows and any other ``bytes`` as hex text;
+    ``model``: the record's (default: the default model)."""
+    if isinstance(record, dict) and "t" in record:
+        record = (model or models.get(None)).as_rows(record)
     return _without_bytes(record)
 
 

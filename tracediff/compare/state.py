@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff import model as models
 from tracediff.compare.model import StateDiff
 from tracediff.compare.readable import readable
-from tracediff.models.specdec.engine.driver import drive
-from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
-from tracediff.running.runner import private_copy
+from tracediff.model import DecisionModel, Scenario
+from tracediff.running.record import drive
 from tracediff.trace import encode
 
 Factory = Callable[[Scenario], Any]
@@ -42,36 +42,34 @@ class _Snapshot:
 
 
 class _Observed:
-    """Forwards the driver interface and keeps the inner state() after every event."""
+    """Forwards the model's driver interface and keeps the inner ``state()`` after every
+    call, named by the model (:meth:`~tracediff.model.DecisionModel.state_event`)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, model: DecisionModel) -> None:
         self.inner = inner
+        self.model = model
         self.snapshots: list[_Snapshot] = []
         self.index = 0  # the record index the driver last yielded
         self.plan_number: int | None = None
+        for name in model.methods:
+            setattr(self, name, self._observed(name))
 
-    def _keep(self, event: str, index: int) -> None:
-        self.snapshots.append(
-            _Snapshot(event, index, self.plan_number, copy.deepcopy(self.inner.state()))
-        )
+    def _observed(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.inner, name)
+        decides = name == self.model.decide
 
-    def arrive(self, spec: RequestSpec, now: int) -> None:
-        self.inner.arrive(spec, now)
-        # the driver yields the arrival record right after this call, in the same step
-        self._keep(f"arrival of request {spec.id}", self.index)
+        def observed(*args: Any) -> Any:
+            result = method(*args)
+            if decides:
+                number = result.get("plan") if isinstance(result, dict) else None
+                self.plan_number = number if isinstance(number, int) else self.plan_number
+            event, index = self.model.state_event(name, args, result, self.index)
+            self.snapshots.append(
+                _Snapshot(event, index, self.plan_number, copy.deepcopy(self.inner.state()))
+            )
+            return result
 
-    def plan(self, now: int) -> dict[str, Any]:
-        record: dict[str, Any] = self.inner.plan(now)
-        number = record.get("plan") if isinstance(record, dict) else None
-        self.plan_number = number if isinstance(number, int) else self.plan_number
-        self._keep(f"plan {number}", self.index)
-        return record
-
-    def complete(self, event: dict[str, Any], now: int) -> list[int]:
-        done: list[int] = self.inner.complete(event, now)
-        # the completion record was yielded in the step before this call
-        self._keep(f"completion of plan {event.get('round')}", self.index - 1)
-        return done
+        return observed
 
 
 def first_state_difference(
@@ -89,18 +87,19 @@ def first_state_difference(
     """
     if len(factories) < 2:
         return "state needs two implementations"
+    model = models.of(scenario)
     observed: list[_Observed] = []
     drivers: list[Iterator[dict[str, Any]]] = []
     try:
         for factory in factories:
             # private copies, as the runner makes: an implementation cannot change what the
             # driver or the other implementation reads
-            inner = factory(private_copy(scenario))
+            inner = factory(model.private_copy(scenario))
             if not callable(getattr(inner, "state", None)):
                 return f"{type(inner).__name__} has no state() method"
-            watcher = _Observed(inner)
+            watcher = _Observed(inner, model)
             observed.append(watcher)
-            drivers.append(drive(private_copy(scenario), watcher))
+            drivers.append(drive(scenario, watcher))
     except Exception as exc:  # noqa: BLE001 - an implementation failing ends the comparison
         return f"could not start the implementations: {type(exc).__name__}: {exc}"
     compared = 0

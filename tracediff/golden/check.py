@@ -37,7 +37,7 @@ from tracediff.golden.manifest import (
     read_manifest,
     trace_path,
 )
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec, parse_impl
 from tracediff.trace import TraceReader, first_difference
 
@@ -159,13 +159,13 @@ class GoldenOutcome:
 
 
 def profile_scenarios(profile_name: str) -> tuple[str, list[Scenario]]:
-    from tracediff.models.specdec.scenario.generator import generate
-    from tracediff.models.specdec.scenario.profiles import load_profile
+    from tracediff.project import current_model
 
-    profile = load_profile(profile_name)
+    model = current_model()
+    profile = model.load_profile(profile_name)
     if not profile.seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; golden needs its seed set")
-    return profile.name, [generate(profile, seed) for seed in profile.seeds]
+    return profile.name, [model.generate(profile, seed) for seed in profile.seeds]
 
 
 def check(
@@ -532,11 +532,12 @@ def explain_reference_change(
 
 def _record_at(reader: TraceReader, index: int) -> dict[str, Any] | None:
     """The golden trace's record at body ``index``, checked against the trace schema."""
-    from tracediff.models.specdec.schema import checked_records
+    from tracediff.trace.checked import checked_records
 
     for checked in checked_records(reader):
         if checked.index == index:
-            return checked.record
+            found: dict[str, Any] = checked.record
+            return found
     return None
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff import model as models
 from tracediff.errors import SchedulerFault
 from tracediff.executor import (
     DONE,
@@ -21,12 +21,10 @@ from tracediff.executor import (
     time_limit,
 )
 from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
-from tracediff.models.specdec.engine.driver import drive
-from tracediff.models.specdec.scenario.model import Scenario
-from tracediff.project.impls import ImplSpec, load
+from tracediff.model import Scenario
+from tracediff.project.impls import ImplSpec
 from tracediff.running.call import passes_through
-from tracediff.running.runner import private_copy
-from tracediff.trace import BodyDigest, encode
+from tracediff.running.record import Recording, start
 
 
 @dataclass(frozen=True)
@@ -69,46 +67,40 @@ def digest_scenario(
 
 
 def _digest(scenario: Scenario, spec: ImplSpec, timeout_s: float | None, check: bool) -> Digested:
-    digest = BodyDigest()
-    plans = records = size = 0
-    scenario_hash = ""
     started = time.perf_counter()
     status, message = OK, ""
+    recording = Recording(iter(()))
     try:
         with time_limit(timeout_s):
-            mine = private_copy(scenario)  # the implementation may change its copy
-            driver = drive(private_copy(scenario), load(spec)(mine), check=check)
-            for index, record in enumerate(driver):
-                payload = encode(record)
-                if index == 0:
-                    digest.add_header(payload)
-                    scenario_hash = hashlib.sha256(payload).hexdigest()[:SCENARIO_HASH_CHARS]
-                else:
-                    digest.add_record(payload)
-                    if record.get("t") == "plan":
-                        plans += 1
-                records += 1
-                size += len(payload)
+            recording = Recording(start(scenario, spec, check=check))
+            for _ in recording:
+                pass
     except ScenarioTimeout:
         status = "timeout"
-        message = f"{spec.name} exceeded the {timeout_s:g} s scenario time limit at plan {plans}"
+        message = (
+            f"{spec.name} exceeded the {timeout_s:g} s scenario time limit at plan "
+            f"{recording.plans}"
+        )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
         status = "error"
         message = (
             str(exc)
             if isinstance(exc, SchedulerFault)
-            else ("".join(traceback.format_exception_only(exc)).strip() + f" (at plan {plans + 1})")
+            else (
+                "".join(traceback.format_exception_only(exc)).strip()
+                + f" (at plan {recording.plans + 1})"
+            )
         )
     return Digested(
         seed=scenario.seed,
         status=status,
-        digest=digest.hexdigest(),
-        plans=plans,
-        records=records,
-        bytes=size,
+        digest=recording.hexdigest(),
+        plans=recording.plans,
+        records=recording.records,
+        bytes=recording.bytes,
         seconds=time.perf_counter() - started,
         message=message,
-        scenario=scenario_hash,
+        scenario=recording.header_sha256[:SCENARIO_HASH_CHARS],
     )
 
 
@@ -166,7 +158,7 @@ def digest_scenarios(
     (:func:`digest_scenario`)."""
     known = expected or {}
     work: list[DigestWork] = [(s, spec, timeout_s, known.get(s.seed)) for s in scenarios]
-    order = sorted(range(len(work)), key=lambda i: -len(scenarios[i].requests))
+    order = sorted(range(len(work)), key=lambda i: -models.of(scenarios[i]).size(scenarios[i]))
     chosen = executor_for(executor, jobs, len(work))
 
     def report(outcome: Outcome) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from tracediff.errors import NESTING, TraceFormatError
 from tracediff.filenames import component, inside
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.model import Scenario
 from tracediff.project import ENVIRONMENT
 
 # CI detection lives with the project's settings; golden and shrink both ask it where a CI

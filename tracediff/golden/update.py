@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff import __version__
+from tracediff import model as models
 from tracediff.errors import SchedulerFault, UsageError
 from tracediff.executor import (
     DONE,
@@ -31,7 +32,7 @@ from tracediff.golden.manifest import (
     read_manifest,
     trace_path,
 )
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.model import Scenario
 from tracediff.project import artifacts_dir, in_ci
 from tracediff.project.impls import ImplSpec, parse_impl
 
@@ -115,12 +116,13 @@ def choose_traces(
     for entry in entries:
         if entry.bytes > TRACE_MAX_BYTES:
             continue
-        params = scenarios[entry.seed].params
-        cell = (params.allocation, params.ragged)
-        key = (len(scenarios[entry.seed].requests) < 2, entry.bytes, entry.seed)
+        scenario = scenarios[entry.seed]
+        model = models.of(scenario)
+        cell = model.cell(scenario)
+        key = (model.size(scenario) < 2, entry.bytes, entry.seed)
         held = best.get(cell)
         if held is None or key < (
-            len(scenarios[held.seed].requests) < 2,
+            models.of(scenarios[held.seed]).size(scenarios[held.seed]) < 2,
             held.bytes,
             held.seed,
         ):

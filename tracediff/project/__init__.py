@@ -36,12 +36,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracediff import model as models
 from tracediff.errors import ConfigError, UsageError
+from tracediff.model import DecisionModel
 from tracediff.project.config import Config, load_config
-from tracediff.resources import builtin_dir, holds_data
+from tracediff.resources import holds_data
 
-DEFAULT_IMPLS = ("reference", "optimized")
 DEFAULT_PROFILE = "quick"
+MODEL_ENV = "TRACEDIFF_MODEL"  # set by ``tracediff --model``, inherited by worker processes
 # Where project data lives when nothing names it, relative to the project's root.
 DEFAULT_DIRS = {
     "regressions": "scenarios/regressions",
@@ -88,7 +90,9 @@ class Project:
 
     config: Config
     root: Path
-    impls: tuple[str, ...]  # the configured implementations, else the defaults
+    model: str  # the decision model's registry name
+    model_origin: str  # "--model", "$TRACEDIFF_MODEL", the configuration, or "default"
+    impls: tuple[str, ...]  # the configured implementations, else the model's defaults
     impls_configured: bool
     profile: str
     timeout: float | None
@@ -97,7 +101,11 @@ class Project:
     golden: Location
     artifacts: Location
 
-    # -- implementations ----------------------------------------------------------------------
+    # -- the model and its implementations -------------------------------------------------
+    def decision_model(self) -> DecisionModel:
+        """The model every scenario of this project is generated and driven by."""
+        return models.get(self.model)
+
     @property
     def candidates(self) -> tuple[str, ...]:
         """The implementations under test: every configured one after the baseline (one
@@ -127,7 +135,7 @@ class Project:
         location = self.regressions
         if _readable(location):
             return DataSource("regressions", location.path, False, _label(location, self.root))
-        builtin = builtin_dir("regressions")
+        builtin = self.decision_model().data_dir("regressions")
         if builtin is not None and targets and all(_is_builtin(t) for t in targets):
             return DataSource(
                 "regressions",
@@ -149,7 +157,7 @@ class Project:
         location = self.golden
         if _readable(location):
             return DataSource("golden", location.path, False, _label(location, self.root))
-        builtin = builtin_dir("golden")
+        builtin = self.decision_model().data_dir("golden")
         if builtin is None:
             return DataSource(
                 "golden",
@@ -188,10 +196,13 @@ def resolve(start: Path | None = None) -> Project:
     root = config.path.parent if config.path is not None else (start or Path.cwd()).resolve()
     if config.path is not None:
         _on_import_path(root)
+    model, model_origin = _model_name(config)
     return Project(
         config=config,
         root=root,
-        impls=config.impls or DEFAULT_IMPLS,
+        model=model,
+        model_origin=model_origin,
+        impls=config.impls or models.get(model).default_impls,
         impls_configured=bool(config.impls),
         profile=config.profile or DEFAULT_PROFILE,
         timeout=config.timeout,
@@ -200,6 +211,21 @@ def resolve(start: Path | None = None) -> Project:
         golden=_locate("golden", config, root),
         artifacts=_locate("artifacts", config, root),
     )
+
+
+def _model_name(config: Config) -> tuple[str, str]:
+    if os.environ.get(MODEL_ENV, "").strip():
+        return os.environ[MODEL_ENV].strip(), f"${MODEL_ENV}"
+    if config.model:
+        return config.model, config.where("model")
+    return models.DEFAULT_MODEL, "default"
+
+
+def current_model() -> DecisionModel:
+    """The model in effect here: ``--model`` / $TRACEDIFF_MODEL, else the configuration's,
+    else the default; what a name like ``reference`` or ``quick`` is looked up in."""
+    name, _origin = _model_name(load_config())
+    return models.get(name)
 
 
 def _locate(kind: str, config: Config, root: Path) -> Location:

@@ -36,7 +36,7 @@ from tracediff.errors import ConfigError
 FILE = "pyproject.toml"
 TABLE = "tool.tracediff"
 PATH_KEYS = ("profiles", "regressions", "golden", "artifacts")
-KEYS = ("impls", "profile", *PATH_KEYS, "timeout", "jobs")
+KEYS = ("model", "impls", "profile", *PATH_KEYS, "timeout", "jobs")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Config:
     """The settings of one ``[tool.tracediff]`` table (empty when none was found)."""
 
     path: Path | None = None  # the pyproject.toml they came from
+    model: str | None = None  # the decision model (tracediff.model), by registry name
     impls: tuple[str, ...] = ()
     profile: str | None = None
     profiles: Path | None = None
@@ -99,6 +100,10 @@ def parse_config(table: dict[str, Any], path: Path) -> Config:
     if unknown:
         raise ConfigError(f"{where}: unknown keys {unknown}; allowed: {list(KEYS)}")
     values: dict[str, Any] = {}
+    model = table.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ConfigError(f"{where} model: expected a model name (tracediff models lists them)")
+    values["model"] = model
     impls = table.get("impls", [])
     if not isinstance(impls, list) or not all(isinstance(i, str) and i for i in impls):
         raise ConfigError(f"{where} impls: expected a list of implementation names")

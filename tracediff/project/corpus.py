@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+from tracediff import model as models
 from tracediff.errors import NESTING, ScenarioError, TraceFormatError, UsageError
 from tracediff.filenames import component, inside
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.model import DecisionModel, Scenario
 
 DEFAULT_DIR = "scenarios/regressions"
 # A corpus scenario is run under the profile name "regression:<profile>", so that a report
@@ -23,6 +25,7 @@ REGRESSION_PREFIX = "regression:"
 # What tracediff shrink --save writes (tracediff/search/shrink.py), checked when a file says it.
 REGRESSION_FORMAT = "tracediff-regression"
 REGRESSION_VERSIONS = (1,)
+MODEL_KEY = "model"  # a scenario file of a model other than the default names it
 MAX_BYTES = 64 * 1024 * 1024  # a scenario is a few kB; anything this big is not one
 
 
@@ -112,9 +115,29 @@ def load_scenario(path: str | Path) -> Scenario:
                 f"reads {list(REGRESSION_VERSIONS)} (save it again with tracediff shrink --save)",
             )
     try:
-        return Scenario.from_dict(data)
+        found: Scenario = _model_of(data, name).scenario_from_dict(data)
+        return found
     except ScenarioError as exc:
         raise ScenarioError(f"{name}: {exc}; fix or remove the file") from None
+
+
+def _model_of(data: dict[str, Any], name: str) -> DecisionModel:
+    """The model a scenario file names (its ``model`` key, taken out of ``data``); a file
+    that names none is the default model's (every file written before models had names)."""
+    named = data.pop(MODEL_KEY, None)
+    if named is not None and not isinstance(named, str):
+        raise ScenarioError(f"{name}: model is {type(named).__name__}, expected a model name")
+    return models.get(named)
+
+
+def scenario_document(scenario: Scenario) -> dict[str, Any]:
+    """A scenario as a corpus file holds it: ``to_dict()``, with its model's name unless it
+    is the default model's."""
+    data = scenario.to_dict()
+    model = models.of(scenario)
+    if model.name != models.DEFAULT_MODEL:
+        data = {MODEL_KEY: model.name, **data}
+    return data
 
 
 def save_scenario(scenario: Scenario, directory: str | Path) -> Path:
@@ -124,5 +147,5 @@ def save_scenario(scenario: Scenario, directory: str | Path) -> Path:
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     path = inside(root, f"{component(scenario.profile, scenario.seed)}.json", what="corpus")
-    write_text_atomic(str(path), json.dumps(scenario.to_dict(), indent=1) + "\n")
+    write_text_atomic(str(path), json.dumps(scenario_document(scenario), indent=1) + "\n")
     return path

@@ -12,23 +12,33 @@ import importlib.metadata
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tracediff.errors import ImplementationError
+from tracediff.model import DecisionModel
 
 ENTRY_POINT_GROUP = "tracediff.implementations"
 # ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.models.specdec.external).
 EXEC_PREFIX = "exec:"
 
-BUILTINS: dict[str, str] = {
-    "reference": "tracediff.models.specdec.sched.reference:ReferenceScheduler",
-    "optimized": "tracediff.models.specdec.sched.optimized:OptimizedScheduler",
-    "optimized-check": "tracediff.models.specdec.sched.optimized:CheckedOptimizedScheduler",
-}
-# ``--check`` swaps each built-in for its check-mode twin where it has one.
-CHECKED: dict[str, str] = {"optimized": "optimized-check"}
+
+def builtins() -> Mapping[str, str]:
+    """The current model's built-in implementations, by name (tracediff.model)."""
+    return _model().builtin_impls
+
+
+def checked() -> Mapping[str, str]:
+    """``--check`` swaps each built-in for its check-mode twin where it has one."""
+    return _model().checked_impls
+
+
+def _model() -> DecisionModel:
+    from tracediff.project import current_model
+
+    return current_model()
+
 
 _NAMED_EXEC = re.compile(r"^([A-Za-z_][\w.-]*)=(exec:.*)$", re.DOTALL)
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -52,7 +62,7 @@ class ImplSpec:
 
 
 def available() -> list[str]:
-    names = set(BUILTINS)
+    names = set(builtins())
     try:
         names.update(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
     except Exception:  # noqa: BLE001 - broken metadata must not break name listing
@@ -75,7 +85,8 @@ def listing() -> list[Listed]:
 
     Entry points are listed with whether they import; nothing is run.
     """
-    rows = [Listed(name, "built-in", target) for name, target in BUILTINS.items()]
+    known = builtins()
+    rows = [Listed(name, "built-in", target) for name, target in known.items()]
     try:
         points = sorted(
             importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name
@@ -83,10 +94,10 @@ def listing() -> list[Listed]:
     except Exception:  # noqa: BLE001 - broken metadata must not break the listing
         points = []
     for ep in points:
-        if BUILTINS.get(ep.name) == ep.value:
+        if known.get(ep.name) == ep.value:
             continue  # tracediff's own entry points, for tools that only read metadata
         note = ""
-        if ep.name in BUILTINS:
+        if ep.name in known:
             note = "shadowed by the built-in of that name; use its target instead"
         else:
             try:
@@ -114,10 +125,11 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     named = _NAMED_EXEC.match(name)
     if named:  # NAME=exec:COMMAND: a short name for reports and tables
         return ImplSpec(named.group(1), named.group(2))
-    if check and name in CHECKED:
-        name = CHECKED[name]
-    if name in BUILTINS:
-        return ImplSpec(name, BUILTINS[name])
+    known, twins = builtins(), checked()
+    if check and name in twins:
+        name = twins[name]
+    if name in known:
+        return ImplSpec(name, known[name])
     if _DOTTED.match(name):
         return ImplSpec(name, name)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -143,10 +155,9 @@ def _add_working_directory() -> None:
 def load(spec: ImplSpec) -> Factory:
     """Import the factory a spec names; raises ImplementationError with the reason."""
     if spec.target.startswith(EXEC_PREFIX):
-        from tracediff.models.specdec.external import factory_for
-
-        factory = factory_for(spec.name, spec.target)
-        factory.probe()
+        external: Any = _model().exec_factory(spec.name, spec.target)
+        external.probe()
+        factory: Factory = external
         return factory
     module_name, _, attr_path = spec.target.partition(":")
     _add_working_directory()

@@ -166,37 +166,17 @@ def construct(impl: str, factory: Callable[[Any], T], scenario: Any) -> T:
 
 
 class Guarded:
-    """A scheduler whose every method is called through :func:`call`: what it raises is
+    """An implementation whose every method is called through :func:`call`: what it raises is
     :class:`ImplementationFailed`, told apart from tracediff's own errors around it (the
-    trace file being written, the one being read). ``inner`` is the implementation's."""
+    trace file being written, the one being read). ``inner`` is the implementation's.
+
+    Generic over the model's driver interface: a method is wrapped on first use and the
+    wrapper kept on the instance, so later calls cost one closure call, as a hand-written
+    forwarding method would."""
 
     def __init__(self, inner: Any, impl: str) -> None:
         self.inner = inner
         self.impl = impl
-
-    def arrive(self, spec: Any, now: int) -> None:
-        try:
-            self.inner.arrive(spec, now)
-        except BaseException as exc:  # noqa: BLE001 - see call()
-            if passes_through(exc):
-                raise
-            raise ImplementationFailed(self.impl, ARRIVE, exc) from exc
-
-    def plan(self, now: int) -> Any:
-        try:
-            return self.inner.plan(now)
-        except BaseException as exc:  # noqa: BLE001 - see call()
-            if passes_through(exc):
-                raise
-            raise ImplementationFailed(self.impl, PLAN, exc) from exc
-
-    def complete(self, event: Any, now: int) -> Any:
-        try:
-            return self.inner.complete(event, now)
-        except BaseException as exc:  # noqa: BLE001 - see call()
-            if passes_through(exc):
-                raise
-            raise ImplementationFailed(self.impl, COMPLETE, exc) from exc
 
     @property
     def has_state(self) -> bool:
@@ -206,15 +186,22 @@ class Guarded:
         return call(self.impl, STATE, self.inner.state)
 
     def __getattr__(self, name: str) -> Any:
-        # anything else (bench's probes: benchable(), bench()) is the implementation's too
+        if name.startswith("__") or name in ("inner", "impl"):
+            raise AttributeError(name)
         attribute = getattr(self.inner, name)
         if not callable(attribute):
             return attribute
-        impl = self.impl
+        impl, when = self.impl, f"{name}()"
 
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            return call(impl, f"{name}()", lambda: attribute(*args, **kwargs))
+        def guarded(*args: Any) -> Any:
+            try:
+                return attribute(*args)
+            except BaseException as exc:  # noqa: BLE001 - see call()
+                if passes_through(exc):
+                    raise
+                raise ImplementationFailed(impl, when, exc) from exc
 
+        self.__dict__[name] = guarded
         return guarded
 
 

@@ -42,7 +42,7 @@ from typing import Any
 from tracediff import __version__
 from tracediff.atomic import fsync_directory
 from tracediff.errors import JournalError, OutputError
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.model import Scenario
 from tracediff.outcomes import Status
 from tracediff.running.fingerprint import changed
 from tracediff.trace import encode

@@ -31,9 +31,7 @@ Reliability (docs/errors.md has the user's view):
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
-import functools
 import os
 import platform
 import signal
@@ -47,17 +45,18 @@ from types import FrameType
 from typing import Any
 
 from tracediff import __version__
+from tracediff import model as models
 from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.errors import SchedulerFault
 from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
 from tracediff.filenames import component, inside
-from tracediff.models.specdec.engine.driver import check_plan, drive
-from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
-from tracediff.models.specdec.sched.record import rows_view
+from tracediff.model import DecisionModel, Scenario
 from tracediff.outcomes import Status
-from tracediff.project.impls import ImplSpec, load
-from tracediff.running.call import Guarded, Interrupted, construct, passes_through
+from tracediff.project.impls import ImplSpec
+from tracediff.running.call import Interrupted, passes_through
+from tracediff.running.record import drive, instance, start
 from tracediff.trace import BodyDigest, TraceWriter, encode
+from tracediff.trace.checked import MODEL_KEY
 
 IDENTICAL, DIVERGED, ERROR, TIMEOUT = (
     Status.IDENTICAL,
@@ -197,26 +196,29 @@ class RunSummary:
 
 
 class TimedScheduler:
-    """Forwards the driver interface, timing plan() (kept out of the compared bytes)."""
+    """An implementation's driver interface (its model's ``methods``), forwarded, with the
+    decision method timed (kept out of the compared bytes) and counted. The other methods
+    are the implementation's own bound methods, set on the instance: no cost per call."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, model: DecisionModel) -> None:
         self.inner = inner
         self.plan_ns = 0
         self.plans = 0
+        for name in model.methods:
+            if name != model.decide:
+                setattr(self, name, self._forward(name))
+        setattr(self, model.decide, self._decide)
+        self._decision = getattr(inner, model.decide)
 
-    def arrive(self, spec: RequestSpec, now: int) -> None:
-        self.inner.arrive(spec, now)
+    def _forward(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
-    def plan(self, now: int) -> dict[str, Any]:
-        self.plans += 1  # first, so that a plan that raises or hangs is counted as the one
+    def _decide(self, *args: Any) -> Any:
+        self.plans += 1  # first, so that a decision that raises or hangs is counted as the one
         start = time.perf_counter_ns()
-        record: dict[str, Any] = self.inner.plan(now)
+        record = self._decision(*args)
         self.plan_ns += time.perf_counter_ns() - start
         return record
-
-    def complete(self, event: dict[str, Any], now: int) -> list[int]:
-        result: list[int] = self.inner.complete(event, now)
-        return result
 
 
 class _Watched(TimedScheduler):
@@ -224,44 +226,29 @@ class _Watched(TimedScheduler):
     memory, so that the parent can say where a worker was when it had to kill it. Used only
     in worker processes: two integer stores per call (``progress`` is a memoryview)."""
 
-    def __init__(self, inner: Any, index: int, progress: Any) -> None:
-        super().__init__(inner)
+    def __init__(self, inner: Any, model: DecisionModel, index: int, progress: Any) -> None:
         self.index = index
         self.progress = progress
+        super().__init__(inner, model)
 
-    def arrive(self, spec: RequestSpec, now: int) -> None:
-        self.progress[0] = self.index
-        self.inner.arrive(spec, now)
+    def _forward(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        progress, index = self.progress, self.index
 
-    def plan(self, now: int) -> dict[str, Any]:
+        def watched(*args: Any) -> Any:
+            progress[0] = index
+            return method(*args)
+
+        return watched
+
+    def _decide(self, *args: Any) -> Any:
         self.plans += 1
         self.progress[0] = self.index
         self.progress[1] = self.plans
         start = time.perf_counter_ns()
-        record: dict[str, Any] = self.inner.plan(now)
+        record = self._decision(*args)
         self.plan_ns += time.perf_counter_ns() - start
         return record
-
-    def complete(self, event: dict[str, Any], now: int) -> list[int]:
-        self.progress[0] = self.index
-        result: list[int] = self.inner.complete(event, now)
-        return result
-
-
-def private_copy(scenario: Scenario) -> Scenario:
-    """A copy of ``scenario`` that shares no object another holder could change: every
-    dataclass in it is copied (an implementation may ``object.__setattr__`` a frozen one);
-    the rest (numbers, strings, tuples of them) cannot change. Cheaper than ``deepcopy``."""
-    mine = copy.copy(scenario)
-    object.__setattr__(mine, "params", copy.copy(scenario.params))
-    object.__setattr__(mine, "truth", copy.copy(scenario.truth))
-    object.__setattr__(mine, "requests", tuple(copy.copy(r) for r in scenario.requests))
-    return mine
-
-
-@functools.lru_cache(maxsize=32)
-def _factory(spec: ImplSpec) -> Callable[[Scenario], Any]:
-    return load(spec)
 
 
 def run_scenario(
@@ -285,6 +272,7 @@ def run_scenario(
     """
     # Read before any implementation holds the scenario: the result names what was asked.
     profile, seed, features = scenario.profile, scenario.seed, scenario.features()
+    model = models.of(scenario)
     tolerance = equivalence if equivalence is not None and equivalence.tolerant else None
     tally = FloatTally()
     names = [s.name for s in specs]
@@ -308,15 +296,15 @@ def run_scenario(
             for spec in specs:
                 current = len(timed)
                 # Private copies: one for the implementation, one the driver reads events
-                # from (it hands the implementation RequestSpecs it could change).
-                inner = _factory(spec)(private_copy(scenario))
+                # from (it hands the implementation parts of it that it could change).
+                inner = instance(scenario, spec)
                 scheduler = (
-                    TimedScheduler(inner)
+                    TimedScheduler(inner, model)
                     if progress is None
-                    else _Watched(inner, current, progress)
+                    else _Watched(inner, model, current, progress)
                 )
                 timed.append(scheduler)
-                drivers.append(drive(private_copy(scenario), scheduler, check=False))
+                drivers.append(drive(scenario, scheduler, check=False))
             index = 0
             while True:
                 payloads: list[bytes | None] = []
@@ -335,7 +323,7 @@ def run_scenario(
                     except Exception as exc:  # noqa: BLE001 - an unencodable record is a finding
                         if record.get("t") == "plan":
                             # the schema check names the field that cannot be encoded
-                            check_plan(record, timed[current].plans)
+                            model.check_record(record, timed[current].plans)
                         raise SchedulerFault(
                             f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
                         ) from None
@@ -346,14 +334,14 @@ def run_scenario(
                         # The schema check of a plan record (the driver leaves it to us):
                         # bytes equal to a record already checked need none.
                         if record["t"] == "plan" and (current == 0 or payload != payloads[0]):
-                            check_plan(record, timed[current].plans)
+                            model.check_record(record, timed[current].plans)
                     harness_ns += time.perf_counter_ns() - start_ns
                     records[current] += 1
                     payloads.append(payload)
                 start_ns = time.perf_counter_ns()
                 same = all(p == payloads[0] for p in payloads)
                 if not same and tolerance is not None and divergence is None:
-                    found = _tolerated(decoded, tolerance.ulps)
+                    found = _tolerated(decoded, tolerance.ulps, model)
                     if found is not None:
                         same, tally = True, tally + found
                 harness_ns += time.perf_counter_ns() - start_ns
@@ -427,7 +415,9 @@ def run_scenario(
     return result
 
 
-def _tolerated(records: list[dict[str, Any] | None], ulps: int) -> FloatTally | None:
+def _tolerated(
+    records: list[dict[str, Any] | None], ulps: int, model: DecisionModel
+) -> FloatTally | None:
     """How the records differ from the first one's in floats alone, or None."""
     first = records[0]
     if first is None:
@@ -436,7 +426,7 @@ def _tolerated(records: list[dict[str, Any] | None], ulps: int) -> FloatTally | 
     for other in records[1:]:
         if other is None:
             return None
-        found = within(rows_view(first), rows_view(other), ulps)
+        found = within(model.rows_view(first), model.rows_view(other), ulps)
         if found is None:
             return None
         total = total + found
@@ -468,14 +458,11 @@ def _record_type(record: dict[str, Any] | None) -> str:
 def trace_records(
     scenario: Scenario, spec: ImplSpec, *, guarded: bool = False
 ) -> Iterator[dict[str, Any]]:
-    """The records one implementation produces for a scenario (header first); the
-    implementation and the driver each read a private copy of it. ``guarded``: what the
-    implementation raises is :class:`~tracediff.running.call.ImplementationFailed` (told apart from
-    the errors of writing the trace)."""
-    if not guarded:
-        return drive(private_copy(scenario), _factory(spec)(private_copy(scenario)))
-    inner = construct(spec.name, _factory(spec), private_copy(scenario))
-    return drive(private_copy(scenario), Guarded(inner, spec.name))
+    """The records one implementation produces for a scenario (header first): see
+    :func:`tracediff.running.record.start`. ``guarded``: what the implementation raises is
+    :class:`~tracediff.running.call.ImplementationFailed` (told apart from the errors of
+    writing the trace)."""
+    return start(scenario, spec, guarded=guarded)
 
 
 def write_trace(
@@ -501,6 +488,7 @@ def write_trace(
             writer.write_record(encode(record))
         writer.write_provenance(
             {
+                MODEL_KEY: models.of(scenario).name,
                 "implementation": spec.name,
                 "target": spec.target,
                 "tracediff": __version__,

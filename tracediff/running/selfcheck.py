@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff import model as models
 from tracediff.errors import SchedulerFault
 from tracediff.executor import (
     DONE,
@@ -39,12 +40,10 @@ from tracediff.executor import (
     open_executor,
     time_limit,
 )
-from tracediff.models.specdec.engine.driver import drive
-from tracediff.models.specdec.scenario.model import Scenario
-from tracediff.project.impls import ImplSpec, load
+from tracediff.model import Scenario
+from tracediff.project.impls import ImplSpec
 from tracediff.running.call import passes_through
-from tracediff.running.runner import private_copy
-from tracediff.trace import BodyDigest, encode
+from tracediff.running.record import Recording, start
 
 DETERMINISTIC, NONDETERMINISTIC, ERROR, TIMEOUT = (
     "deterministic",
@@ -67,26 +66,18 @@ class _Pass:
 
 
 def _one_pass(scenario: Scenario, spec: ImplSpec, timeout_s: float | None) -> _Pass:
-    digest = BodyDigest()
     hashes: list[bytes] = []
     types: list[str] = []
     plans_at: list[int] = []
-    plan = 0
     status, message = "ok", ""
+    recording = Recording(iter(()))
     try:
         with time_limit(timeout_s):
-            mine = private_copy(scenario)  # the implementation may change its copy
-            for index, record in enumerate(drive(private_copy(scenario), load(spec)(mine))):
-                payload = encode(record)
-                if index == 0:
-                    digest.add_header(payload)
-                else:
-                    digest.add_record(payload)
-                if record.get("t") == "plan" and isinstance(record.get("plan"), int):
-                    plan = record["plan"]
+            recording = Recording(start(scenario, spec))
+            for _index, record, payload in recording:
                 hashes.append(hashlib.blake2b(payload, digest_size=16).digest())
                 types.append(str(record.get("t", "header")))
-                plans_at.append(plan)
+                plans_at.append(recording.last_plan)
     except ScenarioTimeout:
         status, message = TIMEOUT, f"exceeded the {timeout_s:g} s scenario time limit"
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - an implementation failing is a finding
@@ -96,7 +87,7 @@ def _one_pass(scenario: Scenario, spec: ImplSpec, timeout_s: float | None) -> _P
             if isinstance(exc, SchedulerFault)
             else "".join(traceback.format_exception_only(exc)).strip()
         )
-    return _Pass(digest.hexdigest(), hashes, types, plans_at, status, message)
+    return _Pass(recording.hexdigest(), hashes, types, plans_at, status, message)
 
 
 @dataclass(frozen=True)
@@ -283,7 +274,7 @@ def self_check(
     started = time.perf_counter()
     work = [(scenario, spec, timeout_s) for scenario in scenarios for spec in specs]
     # The largest first, so that long scenarios do not start last.
-    order = sorted(range(len(work)), key=lambda i: -len(work[i][0].requests))
+    order = sorted(range(len(work)), key=lambda i: -models.of(work[i][0]).size(work[i][0]))
     deadline = None if timeout_s is None else 2 * timeout_s + grace(timeout_s)
     chosen = executor
     if chosen is None:

@@ -362,8 +362,8 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
     """
     if impl == "reference":
         from tracediff.models.specdec.engine.driver import drive
+        from tracediff.models.specdec.scenario.model import private_copy
         from tracediff.models.specdec.sched.decided import DecidingReference
-        from tracediff.running.runner import private_copy
 
         observed = DecidingReference(private_copy(scenario))
         result = analyse_trace(drive(private_copy(scenario), observed))

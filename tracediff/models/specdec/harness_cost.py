@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracediff.models.specdec.engine.driver import check_plan, drive
-from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.model import MODEL
+from tracediff.models.specdec.scenario.model import Scenario, private_copy
 from tracediff.running.call import Guarded, construct
-from tracediff.running.runner import TimedScheduler, private_copy
+from tracediff.running.runner import TimedScheduler
 from tracediff.trace import BodyDigest, encode
 from tracediff.trace.writer import FrameDeflater
 
@@ -113,7 +114,7 @@ def measure_harness(
         timed: list[TimedScheduler] = []
         for name, cost in zip(names, costs, strict=True):
             inner = construct(name, factories[name], private_copy(scenario))
-            timed.append(TimedScheduler(Guarded(inner, name)))
+            timed.append(TimedScheduler(Guarded(inner, name), MODEL))
             drivers.append(drive(private_copy(scenario), timed[-1], check=False))
             cost.scenarios += 1
         digests = [BodyDigest() for _ in names]

@@ -8,9 +8,10 @@ Imports are lazy so that listing models costs nothing.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tracediff.model import Record
@@ -21,7 +22,7 @@ class SpecDecModel:
 
     name = "specdec"
     title = "speculative-decoding request scheduler (docs/scheduler.md)"
-    methods = ("arrive", "plan", "complete")
+    methods: tuple[str, ...] = ("arrive", "plan", "complete")
     decide = "plan"
     builtin_impls: Mapping[str, str] = {
         "reference": "tracediff.models.specdec.sched.reference:ReferenceScheduler",
@@ -29,7 +30,7 @@ class SpecDecModel:
         "optimized-check": "tracediff.models.specdec.sched.optimized:CheckedOptimizedScheduler",
     }
     checked_impls: Mapping[str, str] = {"optimized": "optimized-check"}
-    default_impls = ("reference", "optimized")
+    default_impls: tuple[str, ...] = ("reference", "optimized")
     # a plan's choice: the round it runs and the probes that chose it
     choice_fields: Mapping[str, frozenset[str]] = {
         "plan": frozenset({"round", "probe", "refresh"}),
@@ -57,23 +58,34 @@ class SpecDecModel:
         return generate(profile, seed)
 
     def private_copy(self, scenario: Any) -> Any:
-        # Every dataclass in it is copied (an implementation may ``object.__setattr__`` a
-        # frozen one); numbers, strings and tuples of them cannot change. Cheaper than
-        # ``deepcopy``, which matters: the runner makes two per implementation.
-        mine = copy.copy(scenario)
-        object.__setattr__(mine, "params", copy.copy(scenario.params))
-        object.__setattr__(mine, "truth", copy.copy(scenario.truth))
-        object.__setattr__(mine, "requests", tuple(copy.copy(r) for r in scenario.requests))
-        return mine
+        from tracediff.models.specdec.scenario.model import private_copy
+
+        return private_copy(scenario)
 
     def size(self, scenario: Any) -> int:
         return len(scenario.requests)
+
+    def relabel(self, scenario: Any, profile: str) -> Any:
+        return dataclasses.replace(scenario, profile=profile)
+
+    def data_dir(self, kind: str) -> Path | None:
+        from tracediff.resources import builtin_dir
+
+        return builtin_dir(kind)
+
+    def cell(self, scenario: Any) -> tuple[Any, ...]:
+        return (scenario.params.allocation, scenario.params.ragged)
 
     # -- running ---------------------------------------------------------------------
     def drive(self, scenario: Any, impl: Any, *, check: bool = True) -> Iterator[Record]:
         from tracediff.models.specdec.engine.driver import drive
 
         return drive(scenario, impl, check=check)
+
+    def exec_factory(self, name: str, target: str) -> Any:
+        from tracediff.models.specdec.external import factory_for
+
+        return factory_for(name, target)
 
     def check_record(self, record: Record, number: int) -> None:
         from tracediff.models.specdec.engine.driver import check_plan
@@ -86,11 +98,46 @@ class SpecDecModel:
             os.path.join("specdec", "engine", ""),
         )
 
+    def state_event(
+        self, method: str, args: tuple[Any, ...], result: Any, index: int
+    ) -> tuple[str, int]:
+        if method == "arrive":
+            # the driver yields the arrival record right after this call, in the same step
+            return f"arrival of request {args[0].id}", index
+        if method == "complete":
+            # the completion record was yielded in the step before this call
+            return f"completion of plan {args[0].get('round')}", index - 1
+        number = result.get("plan") if isinstance(result, dict) else None
+        return f"plan {number}", index
+
     # -- traces ----------------------------------------------------------------------
     def trace_checker(self, header: Mapping[str, Any], name: str) -> Any:
         from tracediff.models.specdec.schema import TraceChecker
 
         return TraceChecker(header, name)
+
+    def upgrade_trace(self, path: str, output: str | None) -> Any:
+        from tracediff.models.specdec.upgrade import upgrade_trace
+
+        return upgrade_trace(path, output)
+
+    def as_rows(self, record: Record) -> Record:
+        from tracediff.models.specdec.sched.record import packed_record, rows_view
+        from tracediff.trace.columns import ColumnError
+
+        if record.get("t") != "plan":
+            return record
+        try:
+            record = packed_record(record)
+        except ColumnError:
+            pass  # rows no column can hold: shown as the implementation returned them
+        result: Record = rows_view(record)
+        return result
+
+    def replay(self, reader: Any, spec: Any, *, until: int | None, want_state: bool) -> Any:
+        from tracediff.models.specdec.replay import replay_trace
+
+        return replay_trace(reader, spec, until=until, want_state=want_state, model=self)
 
     def rows_view(self, record: Record) -> Record:
         from tracediff.models.specdec.sched.record import rows_view
@@ -98,8 +145,21 @@ class SpecDecModel:
         result: Record = rows_view(record)
         return result
 
-    def present(self, record: Record) -> list[str]:
-        return [repr(self.rows_view(record))]
+    # -- presenting -------------------------------------------------------------------
+    def labelled(self, record: Record, columns: Mapping[str, Sequence[str]]) -> Any:
+        from tracediff.models.specdec.present import labelled
+
+        return labelled(record, columns)
+
+    def scenario_rows(self, scenario: Any) -> list[tuple[str, str]]:
+        from tracediff.models.specdec.present import scenario_rows
+
+        return scenario_rows(scenario)
+
+    def decision_kind(self, record: Record) -> str:
+        from tracediff.models.specdec.present import decision_kind
+
+        return decision_kind(record)
 
 
 MODEL = SpecDecModel()

@@ -35,7 +35,7 @@ that fit what the lane was offered. A later trace format replaces this module as
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -52,7 +52,6 @@ from tracediff.models.specdec.sched.record import (
     SOURCE_REFRESH,
     SOURCE_WINNER,
     TYPE_NAMES,
-    rows_view,
 )
 from tracediff.models.specdec.sched.record import TABLES as TYPED_TABLES
 from tracediff.trace.columns import TYPES as COLUMN_TYPES
@@ -591,30 +590,3 @@ class TraceChecker:
                 raise SchemaError(f"{where}.verified {verified} exceeds the lane's prefix {prefix}")
             if accepted > verified:
                 raise SchemaError(f"{where}.accepted {accepted} exceeds verified {verified}")
-
-
-@dataclass(frozen=True)
-class CheckedRecord:
-    """One record of a trace, checked: its body index (first record 1), frame offset, raw
-    payload and decoded map."""
-
-    index: int
-    offset: int
-    payload: bytes
-    record: dict[str, Any]
-
-
-def checked_records(reader: Any, checker: TraceChecker | None = None) -> Iterator[CheckedRecord]:
-    """Every record of ``reader`` (a :class:`~tracediff.trace.TraceReader`), decoded and
-    checked, in order; a record that breaks the schema raises :class:`TraceFormatError`.
-
-    A plan record's typed tables come back as lists of rows (``record.rows_view``), the
-    shape every reader of a trace (``show``, explanations, replay) labels and compares;
-    ``payload`` keeps the bytes as stored."""
-    from tracediff.trace.codec import decode
-
-    checker = checker or TraceChecker(reader.header, reader.name)
-    for index, offset, payload in reader.records():
-        record = decode(payload, path=reader.name, offset=offset, record=index)
-        checker.check(record, offset=offset, index=index)
-        yield CheckedRecord(index, offset, payload, rows_view(record))

@@ -33,9 +33,9 @@ from tracediff.models.specdec.live.model import ModelConfig, TinyTransformer
 from tracediff.models.specdec.live.oracle import greedy_decode
 from tracediff.models.specdec.live.summary import LiveSummary, Round, summarize
 from tracediff.models.specdec.live.workload import Workload, WorkloadOptions, build
+from tracediff.models.specdec.scenario.model import private_copy
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running.call import Guarded, construct
-from tracediff.running.runner import private_copy
 from tracediff.trace import TraceWriter, encode
 
 torch = require_torch()

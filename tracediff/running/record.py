@@ -1,0 +1,98 @@
+"""The one way tracediff drives an implementation through a scenario, and records it.
+
+Every command that runs an implementation starts it with :func:`start`: the factory is
+loaded once per spec, the implementation gets a private copy of the scenario and the model's
+driver another (an implementation may change what it is handed without changing what the
+driver or the others run), and the records come from the scenario's own model
+(:func:`tracediff.model.of`). :class:`Recording` is the recording primitive on top of it:
+each record encoded canonically, fed to the compared-body digest, counted (records, plans,
+bytes) and handed to an optional observer, so that golden digests, the self-check, trace
+files and the runner's lockstep count and hash the same way. The runner's lockstep walk
+(:func:`tracediff.running.runner.run_scenario`) drives several recordings side by side.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tracediff import model as models
+from tracediff.model import DECISION, Record
+from tracediff.project.impls import Factory, ImplSpec, load
+from tracediff.running.call import Guarded, construct
+from tracediff.trace import BodyDigest, encode
+
+Observer = Callable[[int, Record, bytes], None]
+
+
+@functools.lru_cache(maxsize=32)
+def factory(spec: ImplSpec) -> Factory:
+    """The implementation factory a spec names, imported once per process."""
+    return load(spec)
+
+
+def instance(scenario: Any, spec: ImplSpec, *, guarded: bool = False) -> Any:
+    """An implementation for ``scenario``, built from a private copy of it. ``guarded``:
+    what its constructor and methods raise is ImplementationFailed."""
+    mine = models.of(scenario).private_copy(scenario)
+    if not guarded:
+        return factory(spec)(mine)
+    return Guarded(construct(spec.name, factory(spec), mine), spec.name)
+
+
+def drive(scenario: Any, impl: Any, *, check: bool = True) -> Iterator[Record]:
+    """The records ``impl`` (an implementation instance, or a wrapper of one) produces for
+    ``scenario``, header first, from the scenario's model; the driver reads its own copy."""
+    model = models.of(scenario)
+    return model.drive(model.private_copy(scenario), impl, check=check)
+
+
+def start(
+    scenario: Any, spec: ImplSpec, *, guarded: bool = False, check: bool = True
+) -> Iterator[Record]:
+    """The records one implementation produces for a scenario (header first)."""
+    return drive(scenario, instance(scenario, spec, guarded=guarded), check=check)
+
+
+class Recording:
+    """Records of one drive, encoded, digested and counted as they are read.
+
+    Iterating yields ``(index, record, payload)``: the body index (header 0), the record
+    and its canonical bytes. ``digest``, ``records``, ``plans``, ``bytes`` and
+    ``header_sha256`` describe what was read so far, also after a failure part-way.
+    ``observer``, if given, sees every record after it was counted.
+    """
+
+    def __init__(self, records: Iterator[Record], observer: Observer | None = None) -> None:
+        self._source = records
+        self._observer = observer
+        self.digest = BodyDigest()
+        self.records = 0
+        self.plans = 0
+        self.bytes = 0
+        self.last_plan = 0  # the plan number at (or last before) the last record read
+        self.header_sha256 = ""  # of the header payload: what scenario was run
+
+    def __iter__(self) -> Iterator[tuple[int, Record, bytes]]:
+        for index, record in enumerate(self._source):
+            payload = encode(record)
+            if index == 0:
+                self.digest.add_header(payload)
+                self.header_sha256 = hashlib.sha256(payload).hexdigest()
+            else:
+                self.digest.add_record(payload)
+                if record.get("t") == DECISION:
+                    self.plans += 1
+                    number = record.get("plan")
+                    if isinstance(number, int):
+                        self.last_plan = number
+            self.records += 1
+            self.bytes += len(payload)
+            if self._observer is not None:
+                self._observer(index, record, payload)
+            yield index, record, payload
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
