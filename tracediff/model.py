@@ -173,6 +173,9 @@ class DecisionModel(Protocol):
         :attr:`clauses` the decisions it decided). None when ``impl`` has no observed twin:
         coverage then reads its trace (:meth:`trace_coverage`) and measures no clause."""
 
+    # -- commands --------------------------------------------------------------------
+    commands: Mapping[str, str]  # the model's own commands: name -> "module:attr" (lazy)
+
 
 @functools.cache
 def _entry_points() -> dict[str, str]:

@@ -11,12 +11,13 @@ are one line too.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -125,6 +126,25 @@ class TracediffGroup(_HelpGroup):
         except click.UsageError as exc:
             _fail_usage(exc)
 
+    # The default model's own commands (DecisionModel.commands) are listed beside the core's
+    # and imported only when one is run or its help shown: ``import tracediff.cli`` loads no
+    # model. A core command of the same name wins.
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        try:
+            extra = model_commands()
+        except UsageError:  # a broken default model: its commands fail when run, not --help
+            extra = {}
+        return sorted({*self.commands, *extra})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            target = model_commands().get(cmd_name)
+            if target is not None:
+                command = _load_command(target)
+                self.add_command(command, cmd_name)
+        return command
+
     def invoke(self, ctx: click.Context) -> Any:
         from tracediff.running.call import real_interrupts
 
@@ -177,6 +197,21 @@ class TracediffGroup(_HelpGroup):
                 ),
                 EXIT_INTERNAL,
             )
+
+
+def model_commands() -> Mapping[str, str]:
+    """The default model's own commands: name -> "module:attr" of a click command."""
+    from tracediff import model
+
+    return model.get(None).commands
+
+
+def _load_command(target: str) -> click.Command:
+    module_name, _, attr = target.partition(":")
+    command = getattr(importlib.import_module(module_name), attr)
+    if not isinstance(command, click.Command):
+        raise UsageError(f"model command {target} is not a click command")
+    return command
 
 
 def _where(exc: OSError) -> str:
@@ -264,15 +299,16 @@ def resolve_equivalence(mode: str, ulps: int | None) -> Any:
 
 
 def resolve_scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
+    from tracediff import model
     from tracediff.cli.settings import profile as default_profile
-    from tracediff.models.specdec.scenario.generator import generate
-    from tracediff.models.specdec.scenario.profiles import load_profile, parse_seeds
+    from tracediff.project.seeds import parse_seeds
 
-    profile = load_profile(default_profile(profile_name))
+    chosen = model.get(None)
+    profile = chosen.load_profile(default_profile(profile_name))
     seeds = parse_seeds(seeds_text) if seeds_text is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
-    return [generate(profile, seed) for seed in seeds]
+    return [chosen.generate(profile, seed) for seed in seeds]
 
 
 def check_output_file(path: str | None, flag: str) -> None:

@@ -135,5 +135,12 @@ class SpecDecModel:
 
         return observed_coverage(scenario, impl, self.private_copy)
 
+    # -- commands --------------------------------------------------------------------
+    # specdec's own: the plan() timing table and the torch engine (imported when invoked)
+    commands: Mapping[str, str] = {
+        "bench": "tracediff.models.specdec.commands.bench:bench",
+        "live": "tracediff.models.specdec.commands.live:live",
+    }
+
 
 MODEL = SpecDecModel()
