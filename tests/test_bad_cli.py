@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -195,7 +196,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def test_every_command_is_covered() -> None:
     names = set()
-    for name, command in main.commands.items():
+    ctx = click.Context(main)
+    for name in main.list_commands(ctx):  # the model's own commands too (lazy)
+        command = main.get_command(ctx, name)
         subcommands = getattr(command, "commands", None) or {}
         names.update(f"{name} {sub}" for sub in subcommands)
         if not subcommands or getattr(command, "invoke_without_command", False):

@@ -21,7 +21,10 @@ from tracediff.cli.heartbeat import Counter, heartbeat
 def _commands(command: click.Command, path: list[str]) -> list[tuple[str, click.Command]]:
     found = [(" ".join(path), command)]
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):  # the model's own commands too (lazy)
+            sub = command.get_command(ctx, name)
+            assert sub is not None
             found += _commands(sub, [*path, name])
     return found
 

@@ -23,12 +23,12 @@ import pytest
 from click.testing import CliRunner
 
 from tests.impls import dies_once
+from tracediff.campaign.clauses import coverage
 from tracediff.campaign.run import CampaignOptions, run_campaign
 from tracediff.cli import main
 from tracediff.errors import UsageError
 from tracediff.executor import DIED, DONE, Executor, open_executor, parse_executor
 from tracediff.executor.local import LocalPool
-from tracediff.models.specdec.coverage import coverage
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.project.impls import parse_impl

@@ -24,16 +24,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, find, given, settings
 from rich.console import Console
 
+from tracediff.campaign.clauses import coverage, coverage_from_dict, coverage_to_dict
 from tracediff.cli import main
-from tracediff.models.specdec.coverage import (
-    FEATURES,
-    INFORMATIONAL,
-    analyse_trace,
-    coverage,
-    coverage_from_dict,
-    coverage_to_dict,
-    feature_counts,
-)
+from tracediff.models.specdec.coverage import FEATURES, INFORMATIONAL, analyse_trace, feature_counts
 from tracediff.models.specdec.engine.driver import drive
 from tracediff.models.specdec.scenario.model import RequestSpec, Scenario, SchedulerParams
 from tracediff.models.specdec.scenario.profiles import load_profile

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from tracediff.campaign.clauses import coverage
 from tracediff.cli import main
-from tracediff.models.specdec.coverage import coverage
 from tracediff.models.specdec.engine.driver import drive
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -187,6 +187,38 @@ class DecisionModel(Protocol):
 
     def decision_kind(self, record: Record) -> str:
         """A short name for what a decision did, counted in a trace summary."""
+
+    # -- coverage --------------------------------------------------------------------
+    @property
+    def features(self) -> tuple[str, ...]:
+        """What coverage counts per decision (``tracediff coverage``), in report order."""
+
+    @property
+    def informational(self) -> frozenset[str]:
+        """The features reported but not required: one no scenario reaches is no finding."""
+
+    @property
+    def clauses(self) -> Sequence[Clause]:
+        """The rule clauses coverage counts when they decide, in report order; one with a
+        ``proof`` is not required."""
+
+    spec: str  # the document stating the clauses' rules; a clause's proof is a section of it
+
+    def trace_coverage(self, records: Iterable[Record]) -> tuple[int, tuple[int, ...]]:
+        """One trace's records (header first, of any implementation): its decisions and, per
+        name of :attr:`features`, the decisions that exercised it. ValueError when the
+        records do not start with a header."""
+
+    def observed_coverage(
+        self, scenario: Any, impl: str
+    ) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+        """Drive ``scenario`` through the model's observed twin of the built-in ``impl``:
+        (decisions, per feature the decisions that exercised it, per clause of
+        :attr:`clauses` the decisions it decided). None when ``impl`` has no observed twin:
+        coverage then reads its trace (:meth:`trace_coverage`) and measures no clause."""
+
+    # -- commands --------------------------------------------------------------------
+    commands: Mapping[str, str]  # the model's own commands: name -> "module:attr" (lazy)
 
 
 @functools.cache

@@ -3,10 +3,11 @@
 ``tracediff campaign --coverage`` drives one implementation (the reference by default) over
 the range on the executor, as ``tracediff coverage`` does over a profile, and keeps each
 seed's feature counts in the campaign's store (table ``coverage``: seed, worker, seconds,
-plans, counts as JSON in the order of :data:`tracediff.models.specdec.coverage.FEATURES`, or the
-reason
-the seed could not be measured). The report adds them up by streaming the rows, so a
-million seeds need not be held at once.
+plans, counts as JSON in the order of the model's
+:attr:`~tracediff.model.DecisionModel.features`, clause counts in the order of its
+:attr:`~tracediff.model.DecisionModel.clauses`, or the reason the seed could not be
+measured). The report adds them up by streaming the rows, so a million seeds need not be
+held at once.
 """
 
 from __future__ import annotations
@@ -18,18 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.campaign.clauses import CoverageReport, clause_rows, coverage_task, feature_rows
 from tracediff.campaign.store import CampaignStore
 from tracediff.executor import DONE, Executor, Outcome, grace
-from tracediff.models.specdec.coverage import (
-    FEATURES,
-    INFORMATIONAL,
-    CoverageReport,
-    FeatureCoverage,
-    coverage_task,
-)
-from tracediff.models.specdec.scenario.profiles import Profile
-from tracediff.models.specdec.sched.clauses import BY_NAME as CLAUSES_BY_NAME
-from tracediff.models.specdec.sched.clauses import NAMES as CLAUSE_NAMES
+from tracediff.model import DecisionModel, Profile, get, of
 from tracediff.running.runner import StopSignals
 
 _SCHEMA = """
@@ -133,7 +126,9 @@ def run_coverage_campaign(
         except KeyboardInterrupt as exc:
             stopped = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
         store.commit()
-        report, workers = coverage_report(store, options.profile.name, options.impl)
+        report, workers = coverage_report(
+            store, options.profile.name, options.impl, of(options.profile)
+        )
         wanted = set(options.seeds)
         remaining = len(wanted - set(report.seeds) - {seed for seed, _why in report.failures})
     report = CoverageReport(
@@ -151,13 +146,16 @@ def run_coverage_campaign(
 
 
 def coverage_report(
-    store: CampaignStore, profile: str, impl: str
+    store: CampaignStore, profile: str, impl: str, model: DecisionModel | None = None
 ) -> tuple[CoverageReport, dict[str, list[float]]]:
-    """The store's coverage rows added up (streamed), and throughput per worker."""
-    totals = [0] * len(FEATURES)
-    hit = [0] * len(FEATURES)
-    clause_totals = [0] * len(CLAUSE_NAMES)
-    clause_hit = [0] * len(CLAUSE_NAMES)
+    """The store's coverage rows added up (streamed), by the features and clauses of
+    ``model`` (the default model when None), and throughput per worker."""
+    chosen = get(None) if model is None else model
+    clause_count = len(chosen.clauses)
+    totals = [0] * len(chosen.features)
+    hit = [0] * len(chosen.features)
+    clause_totals = [0] * clause_count
+    clause_hit = [0] * clause_count
     measured = True  # rule clauses: only when every seed was driven by the observed reference
     seeds: list[int] = []
     failures: list[tuple[int, str]] = []
@@ -176,18 +174,12 @@ def coverage_report(
             totals[i] += count
             hit[i] += 1 if count else 0
         clause_counts = json.loads(decided) if decided else []
-        measured = measured and len(clause_counts) == len(CLAUSE_NAMES)
-        for i, count in enumerate(clause_counts[: len(CLAUSE_NAMES)]):
+        measured = measured and len(clause_counts) == clause_count
+        for i, count in enumerate(clause_counts[:clause_count]):
             clause_totals[i] += count
             clause_hit[i] += 1 if count else 0
-    features = tuple(
-        FeatureCoverage(name, name not in INFORMATIONAL, hit[i], totals[i])
-        for i, name in enumerate(FEATURES)
-    )
-    clauses = tuple(
-        FeatureCoverage(name, CLAUSES_BY_NAME[name].required, clause_hit[i], clause_totals[i])
-        for i, name in enumerate(CLAUSE_NAMES)
-    )
+    features = feature_rows(chosen, hit, totals)
+    clauses = clause_rows(chosen, clause_hit, clause_totals)
     report = CoverageReport(
         profile=profile,
         impl=impl,

@@ -11,7 +11,7 @@ from typing import Any
 from tracediff.campaign.store import CampaignStore, Row, Totals
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
 from tracediff.executor import DONE, Executor, Outcome
-from tracediff.models.specdec.scenario.profiles import Profile
+from tracediff.model import Profile, of
 from tracediff.project.impls import ImplSpec
 from tracediff.running.runner import (
     IDENTICAL,
@@ -159,10 +159,9 @@ def _campaign_task(
     the same isolation and limits), so that its signature is known as it arrives."""
     from tracediff.compare.equivalence import Equivalence
     from tracediff.compare.explain import explain_task
-    from tracediff.models.specdec.scenario.generator import generate
 
     profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
-    scenario = generate(profile, seed)
+    scenario = of(profile).generate(profile, seed)
     task = (scenario, specs, None, timeout_s, memory_limit_mb, None, Equivalence())
     result: ScenarioResult = run_task(task, progress, notify)
     if result.status == IDENTICAL:
@@ -225,6 +224,4 @@ def _row(
 
 
 def _scenario(options: CampaignOptions, seed: int) -> Any:
-    from tracediff.models.specdec.scenario.generator import generate
-
-    return generate(options.profile, seed)
+    return of(options.profile).generate(options.profile, seed)

@@ -4,12 +4,13 @@ Exit codes: 0 all equal / all good; 1 a divergence, a scheduler error or a timeo
 findings); 2 bad input or usage. Errors print one line naming the file, seed or flag and
 what to do; ``--debug`` shows the traceback instead.
 
-Only this package imports click. Each module adds its commands to the group in ``app``.
+Only this package (and a model's own ``commands``) imports click. Each module adds its
+commands to the group in ``app``; the default model's own commands (``tracediff bench``,
+``tracediff live`` for specdec) are added lazily, by name (``app.TracediffGroup``).
 """
 
 # Importing the command modules registers their commands.
 from tracediff.cli import (  # noqa: F401
-    bench,
     campaign,
     coverage,
     fuzz,
@@ -17,7 +18,6 @@ from tracediff.cli import (  # noqa: F401
     golden,
     impls,
     init,
-    live,
     replay,
     run,
     selfcheck,

@@ -11,12 +11,13 @@ are one line too.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -125,6 +126,25 @@ class TracediffGroup(_HelpGroup):
         except click.UsageError as exc:
             _fail_usage(exc)
 
+    # The default model's own commands (DecisionModel.commands) are listed beside the core's
+    # and imported only when one is run or its help shown: ``import tracediff.cli`` loads no
+    # model. A core command of the same name wins.
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        try:
+            extra = model_commands()
+        except UsageError:  # a broken default model: its commands fail when run, not --help
+            extra = {}
+        return sorted({*self.commands, *extra})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            target = model_commands().get(cmd_name)
+            if target is not None:
+                command = _load_command(target)
+                self.add_command(command, cmd_name)
+        return command
+
     def invoke(self, ctx: click.Context) -> Any:
         from tracediff.running.call import real_interrupts
 
@@ -179,6 +199,21 @@ class TracediffGroup(_HelpGroup):
             )
 
 
+def model_commands() -> Mapping[str, str]:
+    """The current model's own commands: name -> "module:attr" of a click command."""
+    from tracediff.project import current_model
+
+    return current_model().commands
+
+
+def _load_command(target: str) -> click.Command:
+    module_name, _, attr = target.partition(":")
+    command = getattr(importlib.import_module(module_name), attr)
+    if not isinstance(command, click.Command):
+        raise UsageError(f"model command {target} is not a click command")
+    return command
+
+
 def _where(exc: OSError) -> str:
     return f"{exc.filename}: " if exc.filename else ""
 
@@ -210,6 +245,19 @@ def _fail_usage(exc: click.UsageError) -> NoReturn:
     _fail(f"{_one_line(exc.format_message())} (see '{command} --help')", EXIT_USAGE)
 
 
+def _choose_model(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # Applied while the arguments are parsed, before the subcommand is looked up: a model's
+    # own commands (``bench``) are found under the model chosen here.
+    if value is not None:
+        from tracediff import model as models
+        from tracediff.project import MODEL_ENV
+
+        models.get(value)  # an unknown model fails here, with the choices
+        # In the environment, so worker processes and every resolution see the same model.
+        os.environ[MODEL_ENV] = value
+    return value
+
+
 @click.group(cls=TracediffGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracediff")
 @click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
@@ -217,21 +265,17 @@ def _fail_usage(exc: click.UsageError) -> NoReturn:
     "--model",
     default=None,
     metavar="NAME",
+    is_eager=True,
+    expose_value=False,
+    callback=_choose_model,
     help="The decision model under test (tracediff models lists them; default: the "
     "configuration's [tool.tracediff] model, else specdec).",
 )
 @click.pass_context
-def main(ctx: click.Context, debug: bool, model: str | None) -> None:
+def main(ctx: click.Context, debug: bool) -> None:
     """Differential trace testing: prove an optimized implementation decides as before."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    if model is not None:
-        from tracediff import model as models
-        from tracediff.project import MODEL_ENV
-
-        models.get(model)  # an unknown model fails here, with the choices
-        # In the environment, so worker processes and every resolution see the same model.
-        os.environ[MODEL_ENV] = model
 
 
 # -- shared option handling -------------------------------------------------------------------

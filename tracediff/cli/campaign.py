@@ -77,15 +77,12 @@ def campaign(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from tracediff import model
     from tracediff.campaign.run import CampaignOptions, run_campaign
     from tracediff.cli import settings
     from tracediff.cli.run import check_flags
     from tracediff.executor import open_executor
-    from tracediff.models.specdec.scenario.profiles import (
-        MAX_CAMPAIGN_SEEDS,
-        load_profile,
-        parse_seeds,
-    )
+    from tracediff.project.seeds import MAX_CAMPAIGN_SEEDS, parse_seeds
 
     if out is not None and not out.strip():
         raise UsageError("--out: the path is empty; give a directory")
@@ -105,7 +102,7 @@ def campaign(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     spec = resolve_executor(executor_text)
-    profile = load_profile(profile_name)
+    profile = model.get(None).load_profile(profile_name)
     chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -173,19 +170,16 @@ def _coverage_campaign(
     no_progress: bool,
 ) -> None:
     """``campaign --coverage``: see :mod:`tracediff.campaign.coverage`. Exits."""
+    from tracediff import model
     from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
     from tracediff.executor import open_executor
-    from tracediff.models.specdec.scenario.profiles import (
-        MAX_CAMPAIGN_SEEDS,
-        load_profile,
-        parse_seeds,
-    )
+    from tracediff.project.seeds import MAX_CAMPAIGN_SEEDS, parse_seeds
 
     (spec,) = resolve_impls(impls[:1], check, ("reference",))
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
     executor_spec = resolve_executor(executor_text)
-    profile = load_profile(profile_name)
+    profile = model.get(None).load_profile(profile_name)
     chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

@@ -55,14 +55,16 @@ def coverage(
     measured (the reference failed on it), 0 otherwise; the round-size rows marked (info)
     are reported but do not decide the exit code.
     """
+    from tracediff import model as models
+    from tracediff.campaign.clauses import coverage as measure
+    from tracediff.campaign.clauses import coverage_to_dict
     from tracediff.cli.heartbeat import Counter, heartbeat
     from tracediff.cli.settings import profile as default_profile
-    from tracediff.models.specdec.coverage import coverage as measure
-    from tracediff.models.specdec.coverage import coverage_to_dict
-    from tracediff.models.specdec.scenario.profiles import load_profile, parse_seeds
+    from tracediff.project.seeds import parse_seeds
     from tracediff.report.coverage import coverage_renderable
 
-    profile = load_profile(default_profile(profile_name))
+    model = models.get(None)
+    profile = model.load_profile(default_profile(profile_name))
     chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -87,5 +89,5 @@ def coverage(
     if json_path:
         from tracediff.atomic import write_text_atomic
 
-        write_text_atomic(json_path, json.dumps(coverage_to_dict(report), indent=1) + "\n")
+        write_text_atomic(json_path, json.dumps(coverage_to_dict(report, model), indent=1) + "\n")
     sys.exit(EXIT_OK if report.ok else EXIT_FINDING)

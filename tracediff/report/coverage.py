@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracediff.models.specdec.coverage import CoverageReport
+from tracediff.campaign.clauses import CoverageReport
 
 
 def coverage_renderable(report: CoverageReport) -> RenderableType:
@@ -43,9 +43,7 @@ def coverage_renderable(report: CoverageReport) -> RenderableType:
 def clause_table(report: CoverageReport) -> Table:
     """Rule coverage: per clause of the [fixed] rules, the scenarios and plans it decided in.
 
-    Clauses proved unreachable (docs/scheduler.md) are dim and marked with their proof."""
-    from tracediff.models.specdec.sched.clauses import BY_NAME
-
+    Clauses proved unreachable (in the model's spec) are dim and marked with their proof."""
     scenarios = len(report.scenarios)
     table = Table(title="decided by: rule clauses", header_style="bold")
     table.add_column("clause")
@@ -54,16 +52,15 @@ def clause_table(report: CoverageReport) -> Table:
     table.add_column("share", justify="right")
     table.add_column("plans", justify="right")
     for row in report.clauses:
-        clause = BY_NAME[row.name]
         share = f"{row.scenarios / scenarios:.0%}" if scenarios else "-"
         style = None
         name = row.name
-        if not clause.required:
+        if not row.required:
             style = "dim"
-            name = f"{row.name} (never: see docs/scheduler.md#{clause.proof})"
+            name = f"{row.name} (never: see {row.spec}#{row.proof})"
         elif row.scenarios == 0:
             style = "bold red"
-        table.add_row(name, clause.rule, f"{row.scenarios:,}", share, f"{row.plans:,}", style=style)
+        table.add_row(name, row.rule, f"{row.scenarios:,}", share, f"{row.plans:,}", style=style)
     return table
 
 

@@ -2,10 +2,10 @@
 
 A seed set is only as good as what it makes the scheduler do. This module reads one trace's
 records (header first, as :func:`tracediff.models.specdec.engine.driver.drive` yields them) and
-counts, per
-feature, how many plan calls exercised it; :func:`coverage` does that for every scenario of a
-profile, driving the reference, and adds the counts up. A feature no scenario reaches is a
-finding: the profile cannot catch a divergence there.
+counts, per feature, how many plan calls exercised it; :func:`tracediff.campaign.clauses.coverage`
+does that for every scenario of a profile (through the model's ``trace_coverage`` and
+``observed_coverage``), driving the reference, and adds the counts up. A feature no scenario
+reaches is a finding: the profile cannot catch a divergence there.
 
 Everything is derived from the records alone (the header's scenario, plan records,
 completions and retirements), so the same analysis works on a stored trace of any
@@ -38,9 +38,8 @@ that exercised it:
 
 Rule coverage goes one step further: features say what the scenarios *contain*, clauses
 say which condition of each [fixed] rule *decided* something
-(:mod:`tracediff.models.specdec.sched.clauses`
-lists them; :class:`tracediff.models.specdec.sched.decided.DecidingReference` observes the
-reference). A
+(:mod:`tracediff.models.specdec.sched.clauses` lists them;
+:class:`tracediff.models.specdec.sched.decided.DecidingReference` observes the reference). A
 clause is counted per plan (per completion for the completion rules) in which it decided.
 
 A report is *complete* when every required feature was exercised, and every required clause
@@ -49,22 +48,15 @@ decided, in at least one scenario.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from tracediff.executor import DONE, Executor, Outcome, grace, open_executor, time_limit
 from tracediff.models.specdec.scenario.model import Scenario
-from tracediff.models.specdec.scenario.profiles import Profile
-from tracediff.models.specdec.sched.clauses import BY_NAME as CLAUSES_BY_NAME
 from tracediff.models.specdec.sched.clauses import NAMES as CLAUSE_NAMES
 from tracediff.models.specdec.sched.core import DEVICE, HOST
 from tracediff.models.specdec.sched.formulas import RECT
 from tracediff.models.specdec.sched.record import COLUMNS, SOURCE_PROBE, SOURCE_REFRESH, rows_view
-
-FORMAT = "tracediff-coverage"
-VERSION = 2
 
 BANDS: tuple[tuple[int, int], ...] = ((1, 1), (2, 4), (5, 8), (9, 16), (17, 32), (33, 64))
 
@@ -304,246 +296,27 @@ def feature_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
     return analyse_trace(records).counts
 
 
-# -- a profile's coverage ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class FeatureCoverage:
-    name: str
-    required: bool  # a required feature no scenario exercised makes the report incomplete
-    scenarios: int  # scenarios with at least one plan that exercised the feature
-    plans: int  # plan calls that exercised it, over all scenarios
+# -- the model's coverage members (tracediff.model.DecisionModel) ------------------------------
+def trace_coverage(records: Iterable[dict[str, Any]]) -> tuple[int, tuple[int, ...]]:
+    """One trace's plan calls and, per name of ``FEATURES`` in order, the plans that
+    exercised it."""
+    result = analyse_trace(records)
+    return result.plans, tuple(result.counts[name] for name in FEATURES)
 
 
-@dataclass(frozen=True)
-class ScenarioCoverage:
-    seed: int
-    features: str  # Scenario.features(): what the scenario was generated to hold
-    plans: int
-    counts: tuple[int, ...]  # per name of FEATURES, in order
-    # per name of clauses.NAMES, in order: plans in which the clause decided; empty when the
-    # scenario was not driven by the observed reference (rule coverage not measured)
-    decided: tuple[int, ...] = ()
+def observed_coverage(
+    scenario: Scenario, impl: str, private_copy: Callable[[Scenario], Scenario]
+) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+    """With the reference, drive the observed reference
+    (:class:`~tracediff.models.specdec.sched.decided.DecidingReference`) and the driver each
+    on a ``private_copy`` of the scenario: its plans, feature counts and, per clause of
+    :data:`~tracediff.models.specdec.sched.clauses.CLAUSES`, the plans it decided in. None
+    for any other implementation (its trace is read instead)."""
+    if impl != "reference":
+        return None
+    from tracediff.models.specdec.engine.driver import drive
+    from tracediff.models.specdec.sched.decided import DecidingReference
 
-
-@dataclass(frozen=True)
-class CoverageReport:
-    profile: str
-    impl: str
-    seeds: tuple[int, ...]
-    plans: int
-    features: tuple[FeatureCoverage, ...]
-    scenarios: tuple[ScenarioCoverage, ...]  # in seed order
-    wall_seconds: float = 0.0
-    clauses: tuple[FeatureCoverage, ...] = ()  # rule clauses; empty when not measured
-    # seeds that could not be measured (the implementation failed, its worker died), why
-    failures: tuple[tuple[int, str], ...] = ()
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        """Required features no scenario exercised and required clauses that never decided:
-        each is a finding against the profile."""
-        return tuple(
-            f.name for f in (*self.features, *self.clauses) if f.required and f.scenarios == 0
-        )
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing
-
-    @property
-    def ok(self) -> bool:
-        """Complete, and every seed measured."""
-        return self.complete and not self.failures
-
-
-def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCoverage:
-    """Drive one scenario through ``impl`` (the reference by default) and analyse its trace.
-
-    With the reference, the observed reference drives it, so rule coverage comes too.
-    """
-    if impl == "reference":
-        from tracediff.models.specdec.engine.driver import drive
-        from tracediff.models.specdec.scenario.model import private_copy
-        from tracediff.models.specdec.sched.decided import DecidingReference
-
-        observed = DecidingReference(private_copy(scenario))
-        result = analyse_trace(drive(private_copy(scenario), observed))
-        decided = tuple(observed.decided[name] for name in CLAUSE_NAMES)
-    else:
-        from tracediff.project.impls import parse_impl
-        from tracediff.running.runner import trace_records
-
-        result = analyse_trace(trace_records(scenario, parse_impl(impl), guarded=True))
-        decided = ()
-    return ScenarioCoverage(
-        seed=scenario.seed,
-        features=scenario.features(),
-        plans=result.plans,
-        counts=tuple(result.counts[name] for name in FEATURES),
-        decided=decided,
-    )
-
-
-def coverage_task(
-    args: tuple[Profile, int, str, float | None], _progress: Any, _notify: Any
-) -> ScenarioCoverage:
-    from tracediff.models.specdec.scenario.generator import generate
-
-    profile, seed, impl, timeout_s = args
-    with time_limit(timeout_s):
-        return scenario_coverage(generate(profile, seed), impl)
-
-
-def coverage(
-    profile: Profile,
-    seeds: Sequence[int] | None = None,
-    jobs: int = 1,
-    *,
-    impl: str = "reference",
-    executor: Executor | None = None,
-    timeout_s: float | None = None,
-    on_result: Callable[[], None] | None = None,
-) -> CoverageReport:
-    """Per feature, how many scenarios and plans of ``profile`` exercised it.
-
-    ``seeds`` defaults to the profile's own. Scenarios run on ``executor`` (else worker
-    processes when ``jobs`` > 1, else this process); results are in seed order either way,
-    so the report does not depend on it. A seed that cannot be measured (the implementation
-    raises, times out or kills its worker) is listed in the report's ``failures``.
-    """
-    started = time.perf_counter()
-    chosen_seeds = tuple(profile.seeds if seeds is None else seeds)
-    work = [(profile, seed, impl, timeout_s) for seed in chosen_seeds]
-    chosen = executor
-    if chosen is None:
-        chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work) or 1))
-    deadline = None if timeout_s is None else timeout_s + grace(timeout_s)
-    try:
-        outcomes = chosen.map(
-            coverage_task,
-            work,
-            deadline_s=deadline,
-            on_outcome=None if on_result is None else (lambda _outcome: on_result()),
-        )
-    finally:
-        if executor is None:
-            chosen.close()
-    results = [o.value for o in outcomes if o.kind == DONE]
-    failures = tuple(
-        (seed, _failure(o, timeout_s))
-        for seed, o in zip(chosen_seeds, outcomes, strict=True)
-        if o.kind != DONE
-    )
-    report = summarise(profile.name, impl, results, time.perf_counter() - started)
-    return replace(report, failures=failures)
-
-
-def _failure(outcome: Outcome, timeout_s: float | None) -> str:
-    if "ScenarioTimeout" in outcome.detail:
-        return f"exceeded the {timeout_s:g} s scenario time limit"
-    return outcome.failure(timeout_s)
-
-
-def summarise(
-    profile: str, impl: str, results: Sequence[ScenarioCoverage], wall_seconds: float = 0.0
-) -> CoverageReport:
-    """Add per-scenario counts up into a report (scenarios kept in the order given)."""
-    features = tuple(
-        FeatureCoverage(
-            name,
-            required=name not in INFORMATIONAL,
-            scenarios=sum(1 for r in results if r.counts[i] > 0),
-            plans=sum(r.counts[i] for r in results),
-        )
-        for i, name in enumerate(FEATURES)
-    )
-    measured = bool(results) and all(r.decided for r in results)
-    # Only the observed reference measures clauses: another implementation's are empty.
-    clauses = tuple(
-        FeatureCoverage(
-            name,
-            required=CLAUSES_BY_NAME[name].required,
-            scenarios=sum(1 for r in results if r.decided[i] > 0),
-            plans=sum(r.decided[i] for r in results),
-        )
-        for i, name in enumerate(CLAUSE_NAMES)
-        if measured
-    )
-    return CoverageReport(
-        profile=profile,
-        impl=impl,
-        seeds=tuple(r.seed for r in results),
-        plans=sum(r.plans for r in results),
-        features=features,
-        scenarios=tuple(results),
-        wall_seconds=wall_seconds,
-        clauses=clauses if measured else (),
-    )
-
-
-def coverage_to_dict(report: CoverageReport) -> dict[str, Any]:
-    """The report as versioned JSON-ready data (``coverage_from_dict`` reads it back)."""
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "profile": report.profile,
-        "impl": report.impl,
-        "scenarios": len(report.scenarios),
-        "plans": report.plans,
-        "wall_seconds": round(report.wall_seconds, 3),
-        "missing": list(report.missing),
-        "failures": [{"seed": seed, "message": why} for seed, why in report.failures],
-        "features": [
-            {"name": f.name, "required": f.required, "scenarios": f.scenarios, "plans": f.plans}
-            for f in report.features
-        ],
-        "clauses": [
-            {
-                "name": c.name,
-                "required": c.required,
-                "proof": CLAUSES_BY_NAME[c.name].proof,
-                "scenarios": c.scenarios,
-                "plans": c.plans,
-            }
-            for c in report.clauses
-        ],
-        "per_scenario": [
-            {
-                "seed": s.seed,
-                "features": s.features,
-                "plans": s.plans,
-                "counts": dict(zip(FEATURES, s.counts, strict=True)),
-                "decided": dict(zip(CLAUSE_NAMES, s.decided, strict=True)) if s.decided else {},
-            }
-            for s in report.scenarios
-        ],
-    }
-
-
-def coverage_from_dict(data: Any) -> CoverageReport:
-    """Read a report written by ``coverage_to_dict``; raises ValueError when it is not one."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} document")
-    if data.get("version") != VERSION:
-        raise ValueError(f"{FORMAT} version {data.get('version')!r}; this reader knows {VERSION}")
-    try:
-        scenarios = tuple(
-            ScenarioCoverage(
-                seed=int(s["seed"]),
-                features=str(s["features"]),
-                plans=int(s["plans"]),
-                counts=tuple(int(s["counts"].get(name, 0)) for name in FEATURES),
-                decided=(
-                    tuple(int(s["decided"].get(name, 0)) for name in CLAUSE_NAMES)
-                    if s.get("decided")
-                    else ()
-                ),
-            )
-            for s in data["per_scenario"]
-        )
-        report = summarise(
-            str(data["profile"]), str(data["impl"]), scenarios, float(data["wall_seconds"])
-        )
-        failures = tuple((int(f["seed"]), str(f["message"])) for f in data.get("failures", ()))
-        return replace(report, failures=failures)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"malformed {FORMAT} document: {exc!r}") from None
+    observed = DecidingReference(private_copy(scenario))
+    plans, counts = trace_coverage(drive(private_copy(scenario), observed))
+    return plans, counts, tuple(observed.decided[name] for name in CLAUSE_NAMES)

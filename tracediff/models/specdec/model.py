@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracediff.model import Record
+from tracediff.model import Clause, Record
 
 
 class SpecDecModel:
@@ -160,6 +160,47 @@ class SpecDecModel:
         from tracediff.models.specdec.present import decision_kind
 
         return decision_kind(record)
+
+    # -- coverage --------------------------------------------------------------------
+    @property
+    def features(self) -> tuple[str, ...]:
+        from tracediff.models.specdec.coverage import FEATURES
+
+        return FEATURES
+
+    @property
+    def informational(self) -> frozenset[str]:
+        from tracediff.models.specdec.coverage import INFORMATIONAL
+
+        return INFORMATIONAL
+
+    @property
+    def clauses(self) -> Sequence[Clause]:
+        from tracediff.models.specdec.sched.clauses import CLAUSES
+
+        return CLAUSES
+
+    spec = "docs/scheduler.md"
+
+    def trace_coverage(self, records: Iterable[Record]) -> tuple[int, tuple[int, ...]]:
+        from tracediff.models.specdec.coverage import trace_coverage
+
+        return trace_coverage(records)
+
+    def observed_coverage(
+        self, scenario: Any, impl: str
+    ) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+        # the reference, observed: DecidingReference counts the clauses that decided
+        from tracediff.models.specdec.coverage import observed_coverage
+
+        return observed_coverage(scenario, impl, self.private_copy)
+
+    # -- commands --------------------------------------------------------------------
+    # specdec's own: the plan() timing table and the torch engine (imported when invoked)
+    commands: Mapping[str, str] = {
+        "bench": "tracediff.models.specdec.commands.bench:bench",
+        "live": "tracediff.models.specdec.commands.live:live",
+    }
 
 
 MODEL = SpecDecModel()

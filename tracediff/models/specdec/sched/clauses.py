@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracediff import model
+
 
 @dataclass(frozen=True)
-class Clause:
-    name: str  # "rule.condition"
-    rule: str  # the section of docs/scheduler.md
-    meaning: str  # what deciding means, in one line
-    proof: str = ""  # non-empty: provably never decides; where docs/scheduler.md proves it
+class Clause(model.Clause):
+    """A clause of docs/scheduler.md: ``name`` is "rule.condition", ``rule`` the section of
+    the spec, ``meaning`` what deciding means in one line, and a non-empty ``proof`` the
+    section that proves it never decides."""
 
     @property
     def required(self) -> bool:

@@ -1,4 +1,5 @@
-"""``tracediff live``: the torch engine serving a workload with one implementation."""
+"""``tracediff live``: the torch engine serving a workload with one implementation (specdec's
+own command: :attr:`tracediff.models.specdec.model.SpecDecModel.commands`)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,13 @@ from tracediff.cli.app import (
     check_output_file,
     emit_json,
     json_to_option,
-    main,
     make_console,
 )
 from tracediff.errors import UsageError
 from tracediff.project.impls import parse_impl
 
 
-@main.command()
+@click.command()
 @click.option(
     "--device",
     type=click.Choice(["cpu", "cuda"]),
@@ -166,7 +166,7 @@ def live(
             }
         emit_json(json_path, json.dumps(data, indent=2))
     else:
-        from tracediff.report.live import live_table
+        from tracediff.models.specdec.commands.live_table import live_table
 
         title = (
             f"live: {requests} requests, {spec.name}, {allocation} allocation, "

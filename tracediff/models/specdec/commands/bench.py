@@ -1,4 +1,5 @@
-"""``tracediff bench``: the table of median plan() time per implementation."""
+"""``tracediff bench``: the table of median plan() time per implementation (specdec's own
+command: :attr:`tracediff.models.specdec.model.SpecDecModel.commands`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import json
 
 import click
 
-from tracediff.cli.app import check_output_file, main, make_console, resolve_impls
+from tracediff.cli.app import check_output_file, make_console, resolve_impls
 from tracediff.errors import UsageError
-from tracediff.models.specdec.scenario.profiles import parse_seeds
 from tracediff.project.impls import load
+from tracediff.project.seeds import parse_seeds
 
 
 def _counts(text: str) -> tuple[int, ...]:
@@ -19,7 +20,7 @@ def _counts(text: str) -> tuple[int, ...]:
         raise UsageError(f"--requests {text!r}: give counts like 8,16,32,64") from None
 
 
-@main.command()
+@click.command()
 @click.option(
     "--impl",
     "impls",
@@ -85,7 +86,7 @@ def bench(
     if profile_name is not None or seeds is not None:
         raise UsageError("--profile and --seeds go with --harness")
     from tracediff.models.specdec.bench import bench_to_dict, run_bench
-    from tracediff.report.bench import bench_renderable
+    from tracediff.models.specdec.commands.bench_table import bench_renderable
 
     check_output_file(json_path, "--json")
     specs = resolve_impls(impls, False, ("reference", "optimized"))
@@ -107,8 +108,8 @@ def _bench_harness(
     impls: tuple[str, ...], profile_name: str | None, seeds: str | None, json_path: str | None
 ) -> None:
     from tracediff.cli.app import resolve_scenarios
+    from tracediff.models.specdec.commands.harness_table import harness_renderable
     from tracediff.models.specdec.harness_cost import measure_harness
-    from tracediff.report.harness import harness_renderable
 
     check_output_file(json_path, "--json")
     specs = resolve_impls(impls, False, ("reference", "optimized"))
