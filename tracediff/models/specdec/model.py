@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from tracediff.model import Record
+from tracediff.model import Record, ShrinkPass
 
 
 class SpecDecModel:
@@ -100,6 +100,30 @@ class SpecDecModel:
 
     def present(self, record: Record) -> list[str]:
         return [repr(self.rows_view(record))]
+
+    # -- search (shrink, fuzz) -------------------------------------------------------
+    def shrink_passes(self) -> Sequence[ShrinkPass]:
+        from tracediff.models.specdec.search import PASSES
+
+        return PASSES
+
+    def size_key(self, scenario: Any, plans: int) -> tuple[int, ...]:
+        from tracediff.models.specdec.search import size_key
+
+        return size_key(scenario, plans)
+
+    def validate(self, scenario: Any) -> None:
+        scenario.validate()
+
+    def fuzz_strategy(self, max_size: int) -> Any:
+        from tracediff.models.specdec.search import fuzz_strategy
+
+        return fuzz_strategy(max_size)
+
+    def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
+        from tracediff.models.specdec.search import fuzz_targets
+
+        return fuzz_targets(scenario)
 
 
 MODEL = SpecDecModel()
