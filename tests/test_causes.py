@@ -39,6 +39,7 @@ from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.models.specdec.sched.record import COLUMNS
+from tracediff.models.specdec.search import merge_requests
 from tracediff.project.impls import load, parse_impl
 from tracediff.report import describe, html
 from tracediff.report.terminal import DivergenceView, groups_renderable
@@ -252,7 +253,7 @@ def test_merging_requests_reaches_what_deleting_cannot() -> None:
         return "heavy" if sum(r.max_new for r in candidate.requests) >= total else None
 
     shrinker = Shrinker(scenario, (REFERENCE, REFERENCE), signature_fn=heavy)
-    shrinker._loop = shrinker.merge_requests  # type: ignore[method-assign]  # the pass alone
+    shrinker._loop = lambda: merge_requests(shrinker)  # type: ignore[method-assign]  # the pass alone
     result = shrinker.shrink()
     assert result.after[0] == 1 and result.complete
     assert result.shrunk.requests[0].max_new == total

@@ -220,6 +220,68 @@ class DecisionModel(Protocol):
     # -- commands --------------------------------------------------------------------
     commands: Mapping[str, str]  # the model's own commands: name -> "module:attr" (lazy)
 
+    # -- search (shrink, fuzz) -------------------------------------------------------
+    # tracediff.search owns the loops (budget, timeouts, signatures, the corpus); the model
+    # says how its scenarios get smaller and how they are drawn.
+    def shrink_passes(self) -> Sequence[ShrinkPass]:
+        """The shrink passes, in the order a round runs them: (name, pass). A pass proposes
+        candidates through the :class:`Shrinking` it is given; the core keeps one only when
+        it is valid, keeps the signature and is smaller in :meth:`size_key`."""
+
+    def size_key(self, scenario: Any, plans: int) -> tuple[int, ...]:
+        """The shrink order, well-founded (it makes every shrink end): smaller is simpler.
+        ``plans`` is the decisions the scenario's run made."""
+
+    def validate(self, scenario: Any) -> None:
+        """Raise ScenarioError for a candidate that is not a valid scenario."""
+
+    def fuzz_strategy(self, max_size: int) -> Any:
+        """A Hypothesis strategy of valid scenarios of at most ``max_size`` (:meth:`size`)."""
+
+    def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
+        """Per rule clause, how often it decided in a run of ``scenario`` (empty when none
+        can be had): fuzz steers Hypothesis toward scenarios where rare clauses decide."""
+
+
+# -- search (shrink, fuzz) ---------------------------------------------------------------
+class Shrinking(Protocol):
+    """What a model's shrink pass works with: the shrink in progress
+    (:class:`tracediff.search.shrink.Shrinker`)."""
+
+    @property
+    def best(self) -> Any:
+        """The smallest interesting scenario so far (it changes as candidates are kept)."""
+
+    @property
+    def attempts(self) -> int:
+        """Candidate evaluations so far."""
+
+    @property
+    def budget(self) -> int:
+        """Candidate evaluations the whole shrink may run."""
+
+    def consider(self, candidate: Any) -> bool:
+        """Run a candidate; True when it was kept as the new best."""
+
+    def holds(self, candidate: Any) -> bool:
+        """True when ``candidate`` is the best or becomes it (a predicate that may re-probe
+        a value that worked, for bisections)."""
+
+    def delete_runs(
+        self,
+        items: Callable[[Any], tuple[Any, ...]],
+        rebuild: Callable[[tuple[Any, ...]], Any],
+    ) -> None:
+        """Adaptive deletion over the sequence ``items(best)``, from its end; ``rebuild``
+        makes a scenario of the shortened sequence."""
+
+    def minimize(self, value: int, lower: int, works: Callable[[int], bool]) -> int:
+        """A smaller integer that works, ``lower`` first (bisecting simpler numbers)."""
+
+
+ShrinkPass = tuple[str, Callable[[Shrinking], None]]
+"""A shrink pass: its name (progress, reports) and what it runs on the shrink."""
+
 
 @functools.cache
 def _entry_points() -> dict[str, str]:

@@ -98,6 +98,7 @@ def fuzz(
 
     Exit 1 when a failure was found, 0 when none was in --max-examples scenarios.
     """
+    from tracediff import model
     from tracediff.search.fuzz import FuzzProgress
     from tracediff.search.fuzz import fuzz as run_fuzz
     from tracediff.search.shrink import SIGNATURES, describe_signature, save_regression
@@ -162,7 +163,7 @@ def fuzz(
         saved_paths.append(saved or None)
         table.add_row(
             describe_signature(failure.signature),
-            str(len(failure.found.requests)),
+            str(model.of(failure.found).size(failure.found)),
             f"{shrunk.after[0]}, {shrunk.after[1]}",
             saved or "-",
         )

@@ -115,13 +115,13 @@ def load_scenario(path: str | Path) -> Scenario:
                 f"reads {list(REGRESSION_VERSIONS)} (save it again with tracediff shrink --save)",
             )
     try:
-        found: Scenario = _model_of(data, name).scenario_from_dict(data)
+        found: Scenario = model_of(data, name).scenario_from_dict(data)
         return found
     except ScenarioError as exc:
         raise ScenarioError(f"{name}: {exc}; fix or remove the file") from None
 
 
-def _model_of(data: dict[str, Any], name: str) -> DecisionModel:
+def model_of(data: dict[str, Any], name: str) -> DecisionModel:
     """The model a scenario file names (its ``model`` key, taken out of ``data``); a file
     that names none is the default model's (every file written before models had names)."""
     named = data.pop(MODEL_KEY, None)

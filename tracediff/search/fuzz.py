@@ -1,18 +1,17 @@
 """Fuzz: search generated scenarios for a divergence, then shrink what is found.
 
-Hypothesis draws small scenarios from
-:func:`tracediff.models.specdec.scenario.strategies.scenarios` and
-runs each through the implementations in lockstep (:func:`tracediff.running.runner.run_scenario`).
+Hypothesis draws small scenarios from the model's strategy
+(:meth:`tracediff.model.DecisionModel.fuzz_strategy`) and runs each through the
+implementations in lockstep (:func:`tracediff.running.runner.run_scenario`).
 A scenario is a failure when they do not agree; Hypothesis shrinks it with its own
 shrinker (which works on the choices behind the draw), and :mod:`tracediff.search.shrink` then
 shrinks the scenario itself (fewer plans, simpler numbers) while its signature holds.
 
-Aimed at the rules: each example is also driven through the observed reference
-(:class:`tracediff.models.specdec.sched.decided.DecidingReference`), and Hypothesis' ``target()``
-steers the
-search toward scenarios in which the rule clauses that have decided least often so far
-decide: a bug in a tie-break or at an equality boundary is only visible where that clause
-decides.
+Aimed at the rules: the model says which of its rule clauses decided in each example
+(:meth:`tracediff.model.DecisionModel.fuzz_targets`; the scheduler drives its observed
+reference), and Hypothesis' ``target()`` steers the search toward scenarios in which the
+rule clauses that have decided least often so far decide: a bug in a tie-break or at an
+equality boundary is only visible where that clause decides.
 
 Several bugs: once a failure is found, the search starts again looking for a failure with
 a *different* signature, until ``max_failures`` are found or the example budget is spent.
@@ -25,14 +24,15 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+import tracediff.model
 from tracediff.executor import Executor
-from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.project.impls import ImplSpec
 from tracediff.running.runner import IDENTICAL, ScenarioResult
 from tracediff.search.shrink import (
+    Scenario,
     ShrinkOptions,
     ShrinkResult,
     SignatureFn,
@@ -89,17 +89,19 @@ def fuzz(
     signature_fn: SignatureFn = default_signature,
     on_progress: ProgressFn | None = None,
     executor: Executor | None = None,
+    model: tracediff.model.DecisionModel | None = None,
 ) -> FuzzResult:
     """Search up to ``max_examples`` scenarios for failures with distinct signatures.
 
-    With ``executor``, every scenario (and its shrinking) runs on its isolated workers;
-    Hypothesis itself drives the search from this process. Every run, searching and
-    shrinking, has the per-candidate timeout of ``shrink_options``."""
+    Scenarios are the ``model``'s (default: the default model), of at most ``max_requests``
+    (its :meth:`~tracediff.model.DecisionModel.size`). With ``executor``, every scenario
+    (and its shrinking) runs on its isolated workers; Hypothesis itself drives the search
+    from this process. Every run, searching and shrinking, has the per-candidate timeout
+    of ``shrink_options``."""
     from hypothesis import HealthCheck, Phase, find, settings, target
     from hypothesis.errors import NoSuchExample
 
-    from tracediff.models.specdec.scenario.strategies import scenarios
-
+    chosen = tracediff.model.get(None) if model is None else model
     if len(specs) < 2:
         raise ValueError("fuzzing needs at least two implementations")
     started = time.monotonic()
@@ -121,7 +123,8 @@ def fuzz(
         result: ScenarioResult = run_on(executor, scenario, specs, run_timeout_s)
         report("searching")
         if result.status == IDENTICAL:
-            target(_rarity(scenario, decided_so_far), label="rarely decided rule clauses")
+            score = rarity(chosen.fuzz_targets(scenario), decided_so_far)
+            target(score, label="rarely decided rule clauses")
             return False
         signature = sign_on(executor, signature_fn, scenario, result, specs, run_timeout_s)
         return signature is not None and signature not in known
@@ -137,7 +140,7 @@ def fuzz(
         )
         try:
             found = find(
-                scenarios(max_requests=max_requests),
+                chosen.fuzz_strategy(max_requests),
                 failing,
                 settings=config,
                 random=random.Random(rng.getrandbits(64)),
@@ -165,21 +168,12 @@ def fuzz(
     )
 
 
-def _rarity(scenario: Scenario, decided_so_far: Counter[str]) -> float:
-    """How much a scenario makes rarely seen rule clauses decide: each clause it makes
-    decide scores 1 / (1 + the examples that made it decide before). Updates the counts."""
-    from tracediff.errors import TracediffError
-    from tracediff.models.specdec.engine.driver import drive
-    from tracediff.models.specdec.sched.decided import DecidingReference
-
-    observed = DecidingReference(scenario)
-    try:
-        for _record in drive(scenario, observed):
-            pass
-    except TracediffError:
-        return 0.0
+def rarity(decided: Mapping[str, int], decided_so_far: Counter[str]) -> float:
+    """How much a scenario makes rarely seen rule clauses decide: each clause it made
+    decide (``decided``, the model's :meth:`~tracediff.model.DecisionModel.fuzz_targets`)
+    scores 1 / (1 + the examples that made it decide before). Updates the counts."""
     score = 0.0
-    for clause, plans in observed.decided.items():
+    for clause, plans in decided.items():
         if plans:
             score += 1.0 / (1 + decided_so_far[clause])
             decided_so_far[clause] += 1

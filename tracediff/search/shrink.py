@@ -7,7 +7,7 @@ Designing shrink passes
 
 A shrinker is a greedy search: it holds the smallest *interesting* scenario found so far
 and keeps trying small, local changes to it. A candidate is interesting when it is valid
-(:meth:`Scenario.validate`), runs through the same implementations with
+(the model's ``validate``), runs through the same implementations with
 :func:`tracediff.running.runner.run_scenario`, and still fails with the same *signature* as the
 original. Whatever improves is kept at once and the search continues from there; it stops
 when a whole round of passes changes nothing, or when its *evaluation budget* is spent (the
@@ -26,16 +26,18 @@ since that repro depends on the machine's speed.
 When the search stops by itself, the repro is **1-minimal with respect to the passes**: a
 whole round of every pass, run from the final scenario, found no single step (one
 deletion, merge, feature switched off, number lowered...) that keeps the signature and is
-smaller in the order below. Only the look-elsewhere pass of small generated scenarios is
-not a step of that kind; it runs while more than :data:`SMALL_REQUESTS` requests remain.
+smaller in the model's order (a model may name a pass that is not a step of that kind).
 
-The order, not the passes, guarantees termination. Every accepted candidate is strictly
-smaller in one fixed, well-founded order, :func:`size_key`: first the number of requests,
-then the number of plans (what a reader has to look at), then the number of features
-switched on, then plain numbers (``max_new``, prompt lengths, arrival times...), then how
-many digits the floats carry. Each pass is free to propose anything, including candidates
-that are larger in that order; they are simply rejected. So a pass may be a heuristic
-without endangering the search.
+The passes and the order are the model's (:meth:`tracediff.model.DecisionModel.shrink_passes`,
+:meth:`~tracediff.model.DecisionModel.size_key`; the scheduler's, with the essay on what
+makes a good pass, are in :mod:`tracediff.models.specdec.search`); this module is the
+search, the same for every model. The order, not the passes, guarantees termination: every
+accepted candidate is strictly smaller in one fixed, well-founded order, so a pass may
+propose anything, including candidates that are larger in it; they are simply rejected, and
+a pass may be a heuristic without endangering the search. A pass works on the shrink through
+:class:`tracediff.model.Shrinking`: the best so far, :meth:`Shrinker.consider`,
+:meth:`Shrinker.holds` (the predicate of :func:`find_integer` and :func:`minimize_int`),
+adaptive deletion over a sequence (:meth:`Shrinker.delete_runs`) and :meth:`Shrinker.minimize`.
 
 The signature keeps the search honest. "Still fails" is not enough: shrinking a
 decision divergence until it becomes a crash, or an unrelated float difference, produces a
@@ -43,40 +45,8 @@ small scenario that reproduces a different bug. The default :func:`default_signa
 (status, record type, first differing top-level field), and ``signature_fn`` lets the
 divergence explanation of ``compare/`` replace it without touching the passes.
 
-What makes a good pass here, in the spirit of the essay:
-
-* **Delete first, and delete a lot.** Requests are most of a scenario's size and almost
-  all of its cost. The first pass keeps only the earliest arrivals (a divergence cannot
-  depend on requests that arrive after it: the simulated engine's randomness is keyed by
-  request id, not shared), growing the kept prefix 1, 2, 4... and then bisecting; the
-  second is Hypothesis' *adaptive deletion*: try deleting one request and, when that
-  works, grow the deleted run exponentially and bisect to the longest run that still works
-  (``find_integer``), so n deletable neighbours cost O(log n) runs instead of n.
-  Some divergences need *pressure* rather than particular requests (a tie-break that only
-  matters when the verification budget binds, i.e. when many lanes compete): keeping k of
-  n requests is also tried with the budget scaled by k/n, a compound step that no single
-  one-field change can make, since a smaller budget alone is not smaller in the order.
-* **Merge, re-time, and look elsewhere.** Merging two neighbours into one request that
-  carries both budgets removes a request while keeping the load that deleting either
-  loses; moving an arrival onto the one before it makes a burst. While more than four
-  requests remain, fresh scenarios of one to four requests drawn by the seeded generator
-  with the same scheduler parameters are tried too (a bounded share of the budget): a bug
-  that needs a particular small combination is often found faster among small scenarios
-  than by deleting from a large one (``fuzz`` finds such repros this way).
-* **Cheap big steps before fine ones.** Switch a feature off for every request at once
-  before trying request by request; halve every ``max_new`` together before minimising
-  each; set every arrival to 0 at once. When the coarse step works, the fine passes have
-  nothing left to do and cost one run each.
-* **Minimise numbers by trying the bound first.** ``minimize_int`` tries the lowest value
-  (0 for arrivals, 1 for lengths), then bisects between a failing low and the working
-  current value. Interesting values are not monotone in general, so bisection is a
-  heuristic; correctness still rests on the order.
-* **Canonicalise last.** Renumbering request ids, rounding acceptance parameters and
-  resetting scheduler parameters to their defaults change behaviour (ids key the engine's
-  draws, floats change every curve), so they are candidates like any other and only make
-  the repro easier to read.
-* **Never run a candidate twice.** Candidates are cached by their canonical form; passes
-  often regenerate a candidate another pass already tried.
+**Never run a candidate twice.** Candidates are cached by their canonical form; passes
+often regenerate a candidate another pass already tried.
 
 Passes run in a loop until a whole round accepts nothing. Each candidate runs under the
 per-candidate timeout, so a candidate that makes an implementation spin is a rejected
@@ -90,21 +60,17 @@ import dataclasses
 import json
 import re
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
+import tracediff.model
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, grace
 from tracediff.filenames import component, inside
-from tracediff.models.specdec.scenario.model import (
-    EngineTruth,
-    RequestSpec,
-    Scenario,
-    SchedulerParams,
-)
+from tracediff.project.corpus import model_of, scenario_document
 from tracediff.project.impls import ImplSpec
 from tracediff.replay import difference_path
 from tracediff.running.runner import (
@@ -118,13 +84,9 @@ from tracediff.running.runner import (
 from tracediff.running.runner import trace_records as runner_trace_records
 from tracediff.trace import encode
 
+Scenario: TypeAlias = Any  # a model's scenario (tracediff.model.Scenario), read by its model
 SignatureFn = Callable[[Scenario, ScenarioResult, Sequence[ImplSpec]], Hashable | None]
 ProgressFn = Callable[["ShrinkProgress"], None]
-
-ALLOCATION_RANK = {"host": 0, "device": 1, "mixed": 2}
-SMALL_REQUESTS = 4  # the repro size aimed for: small generated scenarios have 1..4 requests
-SMALL_SEEDS = 64  # small scenarios drawn per pass at most
-SMALL_SHARE = 0.25  # of the evaluation budget, at most, per pass of small scenarios
 
 # The defaults of ShrinkOptions (docs/replay-shrink-golden.md). 2000 evaluations shrink every
 # broken implementation of tests/impls to its minimum with room to spare (they use 37 to
@@ -270,50 +232,10 @@ def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 
 
 # -- the order ---------------------------------------------------------------------------------
-def _digits(value: float) -> int:
-    """How many decimals a float needs when written shortest: 0.75 -> 2, 1.0 -> 0."""
-    text = repr(float(value))
-    if "e" in text or "inf" in text or "nan" in text:
-        return 17
-    fraction = text.partition(".")[2].rstrip("0")
-    return len(fraction)
-
-
-def feature_count(scenario: Scenario) -> int:
-    """Features switched on: per request, and scheduler-wide (see ``size_key``)."""
-    count = 0
-    for r in scenario.requests:
-        count += r.grammar + r.host_stop + r.fixed + (r.stop_at >= 0) + (r.proposer == "copy")
-    p = scenario.params
-    count += p.ragged + ALLOCATION_RANK.get(p.allocation, 3) + p.queue_depth + len(p.eager_shapes)
-    defaults = SchedulerParams()
-    skip = {"allocation", "ragged", "queue_depth", "eager_shapes"}
-    for f in dataclasses.fields(SchedulerParams):
-        if f.name not in skip and getattr(p, f.name) != getattr(defaults, f.name):
-            count += 1
-    truth_defaults = EngineTruth()
-    for f in dataclasses.fields(EngineTruth):
-        if getattr(scenario.truth, f.name) != getattr(truth_defaults, f.name):
-            count += 1
-    return count
-
-
 def size_key(scenario: Scenario, plans: int) -> tuple[int, ...]:
-    """The shrink order: a candidate is accepted only if its key is smaller."""
-    requests = scenario.requests
-    ids = sorted(r.id for r in requests)
-    return (
-        len(requests),
-        plans,
-        feature_count(scenario),
-        sum(r.max_new for r in requests),
-        sum(r.prompt_len for r in requests),
-        sum(r.arrival_us for r in requests),
-        sum(max(r.stop_at, 0) + max(r.fixed_width, 0) + max(r.grammar_cap, 0) for r in requests),
-        sum(_digits(r.accept_base) + _digits(r.accept_decay) for r in requests),
-        sum(abs(i - n) for n, i in enumerate(ids)),
-        sum(1 for a, b in zip(requests, requests[1:], strict=False) if a.id > b.id),
-    )
+    """The shrink order of the scenario's model: a candidate is accepted only if its key is
+    smaller (:meth:`tracediff.model.DecisionModel.size_key`)."""
+    return tracediff.model.of(scenario).size_key(scenario, plans)
 
 
 def scenario_plans(result: ScenarioResult) -> int:
@@ -381,13 +303,16 @@ class ShrinkResult:
 
     @property
     def before(self) -> tuple[int, int]:
-        """(requests, plans) of the original scenario."""
-        return len(self.initial.requests), scenario_plans(self.initial_result)
+        """(size, plans) of the original scenario: its model's size (the scheduler's: its
+        requests) and the decisions its run made."""
+        return tracediff.model.of(self.initial).size(self.initial), scenario_plans(
+            self.initial_result
+        )
 
     @property
     def after(self) -> tuple[int, int]:
-        """(requests, plans) of the shrunk scenario."""
-        return len(self.shrunk.requests), scenario_plans(self.result)
+        """(size, plans) of the shrunk scenario."""
+        return tracediff.model.of(self.shrunk).size(self.shrunk), scenario_plans(self.result)
 
 
 class _Stop(Exception):
@@ -416,6 +341,7 @@ class Shrinker:
         if len(specs) < 2:
             raise ValueError("shrinking needs at least two implementations")
         self.initial = scenario
+        self.model = tracediff.model.of(scenario)  # its passes, order and validity
         self.specs = tuple(specs)
         self.signature_fn = signature_fn
         self.executor = executor
@@ -448,7 +374,7 @@ class Shrinker:
         self.seen.add(_canonical(self.initial))
         self.signature = self._sign(self.initial, initial_result)
         self.best_result = initial_result
-        self.best_key = size_key(self.initial, scenario_plans(initial_result))
+        self.best_key = self.model.size_key(self.initial, scenario_plans(initial_result))
         stopped = MINIMUM
         if self.signature is not None:
             self._report()
@@ -472,27 +398,12 @@ class Shrinker:
         )
 
     def _loop(self) -> None:
-        passes: list[tuple[str, Callable[[], None]]] = [
-            ("keep earliest requests", self.keep_earliest),
-            ("delete requests", self.delete_requests),
-            ("small generated scenarios", self.try_small_generated),
-            ("merge requests", self.merge_while_many),
-            ("switch features off", self.switch_features_off),
-            ("simplify scheduler", self.simplify_params),
-            ("halve numbers", self.halve_numbers),
-            ("minimise numbers", self.minimize_numbers),
-            # after the numbers: each candidate is then cheap (few plans), and a merge is
-            # followed by the whole round of passes again
-            ("merge requests", self.merge_requests),
-            ("re-time requests", self.retime_requests),
-            ("round floats", self.round_floats),
-            ("canonical ids", self.canonical_ids),
-        ]
+        passes = self.model.shrink_passes()
         while True:
             before = self.best_key
             for name, run_pass in passes:
                 self.pass_name = name
-                run_pass()
+                run_pass(self)
             if self.best_key == before:
                 return
 
@@ -504,7 +415,7 @@ class Shrinker:
                 pass_name=self.pass_name,
                 attempts=self.attempts,
                 improvements=self.improvements,
-                requests=len(self.best.requests),
+                requests=self.model.size(self.best),
                 plans=scenario_plans(self.best_result),
                 elapsed=self.clock() - self.started,
                 budget=self.options.max_evaluations,
@@ -518,7 +429,7 @@ class Shrinker:
         (its answer cannot have changed: runs are deterministic and the best only gets
         smaller), costs nothing."""
         try:
-            candidate.validate()
+            self.model.validate(candidate)
         except ScenarioError:
             return False
         canonical = _canonical(candidate)
@@ -535,7 +446,7 @@ class Shrinker:
         accepted = False
         assert self.best_result is not None
         if result.status == self.best_result.status:
-            key = size_key(candidate, scenario_plans(result))
+            key = self.model.size_key(candidate, scenario_plans(result))
             if key < self.best_key and self._sign(candidate, result) == self.signature:
                 self.best, self.best_result, self.best_key = candidate, result, key
                 self.improvements += 1
@@ -543,17 +454,12 @@ class Shrinker:
         self._report()
         return accepted
 
-    def with_requests(self, requests: Iterable[RequestSpec]) -> Scenario:
-        return dataclasses.replace(self.best, requests=tuple(requests))
+    # -- what the passes work with (tracediff.model.Shrinking) ----------------------------
+    @property
+    def budget(self) -> int:
+        """Candidate evaluations the whole shrink may run."""
+        return self.options.max_evaluations
 
-    def replace_request(self, index: int, **changes: Any) -> bool:
-        requests = list(self.best.requests)
-        if index >= len(requests):
-            return False
-        requests[index] = dataclasses.replace(requests[index], **changes)
-        return self.consider(self.with_requests(requests))
-
-    # -- passes ----------------------------------------------------------------------------
     def holds(self, candidate: Scenario) -> bool:
         """True when ``candidate`` is the current best or becomes it: the predicate for
         ``find_integer`` and ``minimize_int``, which may re-probe a value that worked."""
@@ -561,119 +467,7 @@ class Shrinker:
             return True
         return self.consider(candidate)
 
-    def keep_earliest(self) -> None:
-        """Keep the k earliest arrivals, for the smallest k found by growing then bisecting.
-
-        When k requests alone do not fail, k requests with the verification budget scaled
-        down in proportion are tried too: a divergence that needs a binding budget (many
-        lanes competing for few verified tokens) then survives with few lanes.
-        """
-        base = self.best
-        ordered = sorted(base.requests, key=lambda r: (r.arrival_us, r.id))
-        total = len(ordered)
-        budget = base.params.verify_budget
-
-        def works(k: int) -> bool:
-            kept = {r.id for r in ordered[:k]}
-            fewer = dataclasses.replace(
-                base, requests=tuple(r for r in base.requests if r.id in kept)
-            )
-            if self.holds(fewer):
-                return True
-            scaled = max(k, -(-budget * k // total))
-            if scaled >= budget:
-                return False
-            params = dataclasses.replace(base.params, verify_budget=scaled)
-            return self.holds(dataclasses.replace(fewer, params=params))
-
-        low, high = 0, 1  # low: known not to work (no request, no divergence)
-        while high < total and not works(high):
-            low, high = high, min(total, high * 2)
-        if high >= total:
-            return
-        while high - low > 1:
-            middle = (low + high) // 2
-            if works(middle):
-                high = middle
-            else:
-                low = middle
-
-    def try_small_generated(self) -> None:
-        """Fresh small scenarios (1 to SMALL_REQUESTS requests) with the same scheduler
-        parameters, drawn by the seeded generator: some bugs need a particular combination
-        of requests that no deletion from a large scenario reaches, and a search among
-        small ones finds it quickly (as ``fuzz`` does). Bounded by a share of the
-        evaluation budget, and skipped once the best has few requests."""
-        if len(self.best.requests) <= SMALL_REQUESTS:
-            return
-        from tracediff.models.specdec.scenario.generator import generate
-        from tracediff.models.specdec.scenario.profiles import GRAPHS, Matrix, Profile
-
-        base = self.best
-        params = base.params
-        matrix = Matrix(
-            requests=tuple(range(1, SMALL_REQUESTS + 1)),
-            allocation=(params.allocation,),
-            graphs=(GRAPHS[1] if params.ragged else GRAPHS[0],),
-            queue_depth=(params.queue_depth,),
-        )
-        profile = Profile(name=base.profile, matrix=matrix)
-        share = self.attempts + max(1, int(self.options.max_evaluations * SMALL_SHARE))
-        for seed in range(SMALL_SEEDS):
-            if self.attempts >= share or len(self.best.requests) <= SMALL_REQUESTS:
-                return
-            drawn = generate(profile, base.seed * SMALL_SEEDS + seed)
-            small = dataclasses.replace(base, requests=drawn.requests)
-            if self.consider(small):
-                continue
-            # as in keep_earliest: the same pressure on fewer lanes, by a scaled budget
-            total, kept = len(base.requests), len(drawn.requests)
-            scaled = max(kept, -(-params.verify_budget * kept // total))
-            if scaled < params.verify_budget:
-                budget = dataclasses.replace(params, verify_budget=scaled)
-                self.consider(dataclasses.replace(small, params=budget))
-
-    def merge_while_many(self) -> None:
-        """Merging early, while more than SMALL_REQUESTS remain: the repro size matters
-        most; below it, merging waits until the numbers are small and runs are cheap."""
-        if len(self.best.requests) > SMALL_REQUESTS:
-            self.merge_requests()
-
-    def merge_requests(self) -> None:
-        """Two neighbours (by arrival) into one: the earlier takes both budgets. One request
-        fewer whose load is the same, where deleting either loses the pressure."""
-        index = 0
-        while index + 1 < len(self.best.requests):
-            ordered = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
-            first, second = ordered[index], ordered[index + 1]
-            merged = dataclasses.replace(
-                first,
-                max_new=first.max_new + second.max_new,
-                stop_at=-1 if first.stop_at < 0 else first.stop_at,
-            )
-            requests = [merged if r.id == first.id else r for r in ordered if r.id != second.id]
-            if not self.consider(self.with_requests(requests)):
-                index += 1
-
-    def retime_requests(self) -> None:
-        """Arrivals moved together: each request to the arrival of the one before it (a
-        burst), which often keeps a divergence while making the timeline short."""
-        ordered = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
-        for position in range(1, len(ordered)):
-            current = sorted(self.best.requests, key=lambda r: (r.arrival_us, r.id))
-            if position >= len(current):
-                return
-            earlier, request = current[position - 1], current[position]
-            if request.arrival_us == earlier.arrival_us:
-                continue
-            moved = dataclasses.replace(request, arrival_us=earlier.arrival_us)
-            self.consider(self.with_requests(moved if r.id == request.id else r for r in current))
-
-    def delete_requests(self) -> None:
-        """Adaptive deletion: from the end, delete the longest run ending at each request."""
-        self._delete_runs(lambda scenario: scenario.requests, self.with_requests)
-
-    def _delete_runs(
+    def delete_runs(
         self,
         items: Callable[[Scenario], tuple[Any, ...]],
         rebuild: Callable[[tuple[Any, ...]], Scenario],
@@ -700,146 +494,9 @@ class Shrinker:
                 deleted = find_integer(works)
             index -= max(1, deleted)
 
-    def switch_features_off(self) -> None:
-        """Every feature off for all requests at once, then per feature, then per request."""
-        offs: dict[str, dict[str, Any]] = {
-            "grammar": {"grammar_cap": -1},
-            "host_stop": {"host_stop": False},
-            "fixed": {"fixed_width": -1},
-            "stop": {"stop_at": -1},
-            "copy": {"proposer": "mtp"},
-        }
-        everything: dict[str, Any] = {}
-        for change in offs.values():
-            everything.update(change)
-        self._change_all(everything)
-        for change in offs.values():
-            self._change_all(change)
-        for index in range(len(self.best.requests)):
-            for change in offs.values():
-                request = self.best.requests[index] if index < len(self.best.requests) else None
-                if request is not None and any(getattr(request, k) != v for k, v in change.items()):
-                    self.replace_request(index, **change)
-
-    def _change_all(self, change: dict[str, Any]) -> bool:
-        requests = [dataclasses.replace(r, **change) for r in self.best.requests]
-        if requests == list(self.best.requests):
-            return False
-        return self.consider(self.with_requests(requests))
-
-    def simplify_params(self) -> None:
-        """Rect graphs, host allocation, shallower queues, defaults for everything else."""
-        tries: list[dict[str, Any]] = [
-            {"ragged": False},
-            {"allocation": "host"},
-            {"allocation": "device"},
-            {"queue_depth": 0},
-            {"queue_depth": 1},
-            {"eager_shapes": ()},
-        ]
-        defaults = SchedulerParams()
-        for f in dataclasses.fields(SchedulerParams):
-            if f.name not in ("allocation", "ragged", "queue_depth", "eager_shapes"):
-                tries.append({f.name: getattr(defaults, f.name)})
-        for change in tries:
-            current = self.best.params
-            if all(getattr(current, k) == v for k, v in change.items()):
-                continue
-            if ALLOCATION_RANK.get(change.get("allocation", ""), -1) > ALLOCATION_RANK.get(
-                current.allocation, 3
-            ):
-                continue
-            self.consider(
-                dataclasses.replace(self.best, params=dataclasses.replace(current, **change))
-            )
-        if self.best.params.eager_shapes:
-            self._delete_eager_shapes()
-        truth_defaults = EngineTruth()
-        for f in dataclasses.fields(EngineTruth):
-            value = getattr(truth_defaults, f.name)
-            if getattr(self.best.truth, f.name) != value:
-                truth = dataclasses.replace(self.best.truth, **{f.name: value})
-                self.consider(dataclasses.replace(self.best, truth=truth))
-
-    def _delete_eager_shapes(self) -> None:
-        """Adaptive deletion over the eager shapes, from the end (as for requests)."""
-        self._delete_runs(
-            lambda scenario: scenario.params.eager_shapes,
-            lambda shapes: dataclasses.replace(
-                self.best, params=dataclasses.replace(self.best.params, eager_shapes=shapes)
-            ),
-        )
-
-    def halve_numbers(self) -> None:
-        """Coarse steps over all requests at once: arrivals to 0, lengths halved."""
-        self._change_each(lambda r: {"arrival_us": 0})
-        for _ in range(12):
-            if not self._change_each(lambda r: {"max_new": max(1, r.max_new // 2)}):
-                break
-        for _ in range(12):
-            if not self._change_each(lambda r: {"prompt_len": max(1, r.prompt_len // 2)}):
-                break
-        self._change_each(lambda r: {"prompt_len": 1})
-
-    def _change_each(self, change: Callable[[RequestSpec], dict[str, Any]]) -> bool:
-        requests = []
-        for r in self.best.requests:
-            updated = dataclasses.replace(r, **change(r))
-            if updated.stop_at > updated.max_new:
-                updated = dataclasses.replace(updated, stop_at=updated.max_new)
-            requests.append(updated)
-        if requests == list(self.best.requests):
-            return False
-        return self.consider(self.with_requests(requests))
-
-    def minimize_numbers(self) -> None:
-        """Each request's integers, one at a time, towards their lower bounds."""
-        fields = (
-            ("max_new", 1),
-            ("prompt_len", 1),
-            ("arrival_us", 0),
-            ("stop_at", 1),
-            ("fixed_width", 0),
-            ("grammar_cap", 0),
-        )
-        for index in range(len(self.best.requests)):
-            for name, lower in fields:
-                if index >= len(self.best.requests):
-                    return
-                value = getattr(self.best.requests[index], name)
-                if value < lower:
-                    continue  # -1: the feature is off
-
-                def works(candidate: int, index: int = index, name: str = name) -> bool:
-                    changes: dict[str, Any] = {name: candidate}
-                    request = dataclasses.replace(self.best.requests[index], **changes)
-                    requests = list(self.best.requests)
-                    requests[index] = request
-                    return self.holds(self.with_requests(requests))
-
-                minimize_int(value, lower, works)
-
-    def round_floats(self) -> None:
-        """Acceptance parameters rounded to fewer digits."""
-        for index in range(len(self.best.requests)):
-            for name in ("accept_base", "accept_decay"):
-                if index >= len(self.best.requests):
-                    return
-                value = float(getattr(self.best.requests[index], name))
-                for digits in range(min(_digits(value), 3) - 1, -1, -1):
-                    rounded = round(value, digits)
-                    if rounded != value and self.replace_request(index, **{name: rounded}):
-                        break
-                    value = float(getattr(self.best.requests[index], name))
-
-    def canonical_ids(self) -> None:
-        """Requests in id order, then ids 0..n-1 (ids key the engine's draws: a candidate)."""
-        ordered = sorted(self.best.requests, key=lambda r: r.id)
-        if ordered != list(self.best.requests):
-            self.consider(self.with_requests(ordered))
-        renumbered = [dataclasses.replace(r, id=n) for n, r in enumerate(self.best.requests)]
-        if renumbered != list(self.best.requests):
-            self.consider(self.with_requests(renumbered))
+    def minimize(self, value: int, lower: int, works: Callable[[int], bool]) -> int:
+        """:func:`minimize_int`, for the passes (which import nothing of the search)."""
+        return minimize_int(value, lower, works)
 
 
 def _canonical(scenario: Scenario) -> str:
@@ -1002,8 +659,8 @@ def regression_dir(regressions: str | None = None, artifacts: str | None = None)
 
 
 def regression_document(result: ShrinkResult, note: str = "") -> dict[str, Any]:
-    """The saved form: ``Scenario.to_dict()`` plus what found it (extra keys, which
-    ``Scenario.from_dict`` ignores, so the corpus loads it as a plain scenario)."""
+    """The saved form: the scenario's ``to_dict()`` plus what found it (extra keys, which
+    the model's ``scenario_from_dict`` ignores, so the corpus loads it as a plain scenario)."""
     assert result.signature is not None
     signature = result.signature
     before_requests, before_plans = result.before
@@ -1019,7 +676,7 @@ def regression_document(result: ShrinkResult, note: str = "") -> dict[str, Any]:
         ),
         "impls": list(result.impls),
         "signature": _signature_data(signature),
-        **result.shrunk.to_dict(),
+        **scenario_document(result.shrunk),
     }
 
 
@@ -1073,7 +730,7 @@ def load_regression(path: str | Path) -> tuple[Scenario, tuple[str, ...]]:
     if not isinstance(data, dict):
         raise TraceFormatError(name, "not a scenario JSON object")
     try:
-        scenario = Scenario.from_dict(data)
+        scenario = model_of(data, name).scenario_from_dict(data)
     except ScenarioError as exc:
         raise ScenarioError(f"{name}: {exc}") from None
     impls = data.get("impls", [])

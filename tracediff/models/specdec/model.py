@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracediff.model import Clause, Record
+from tracediff.model import Clause, Record, ShrinkPass
 
 
 class SpecDecModel:
@@ -201,6 +201,30 @@ class SpecDecModel:
         "bench": "tracediff.models.specdec.commands.bench:bench",
         "live": "tracediff.models.specdec.commands.live:live",
     }
+
+    # -- search (shrink, fuzz) -------------------------------------------------------
+    def shrink_passes(self) -> Sequence[ShrinkPass]:
+        from tracediff.models.specdec.search import PASSES
+
+        return PASSES
+
+    def size_key(self, scenario: Any, plans: int) -> tuple[int, ...]:
+        from tracediff.models.specdec.search import size_key
+
+        return size_key(scenario, plans)
+
+    def validate(self, scenario: Any) -> None:
+        scenario.validate()
+
+    def fuzz_strategy(self, max_size: int) -> Any:
+        from tracediff.models.specdec.search import fuzz_strategy
+
+        return fuzz_strategy(max_size)
+
+    def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
+        from tracediff.models.specdec.search import fuzz_targets
+
+        return fuzz_targets(scenario)
 
 
 MODEL = SpecDecModel()

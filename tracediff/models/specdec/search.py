@@ -1,0 +1,449 @@
+"""How the scheduler's scenarios are searched: shrink passes, the shrink order, fuzzing.
+
+Design: the search is the core's (:mod:`tracediff.search.shrink` holds the greedy loop, the
+evaluation budget, the timeouts, the signatures and the integer helpers; :mod:`tracediff.search.
+fuzz` drives Hypothesis), and this module says only what is specific to this model's
+scenarios. It reaches the core through :class:`tracediff.model.Shrinking`, the object every
+pass is given (the current best, ``consider``, ``holds``, ``delete_runs``, ``minimize``),
+and imports nothing of :mod:`tracediff.search`, so that the core depends on the model only
+through the seam (:data:`tracediff.models.specdec.model.MODEL`), never the other way round.
+A pass may propose anything: the core accepts a candidate only when it is valid, keeps the
+signature and is smaller in :func:`size_key`, so the passes below are heuristics that cannot
+endanger the search.
+
+The order, :func:`size_key`, guarantees termination: first the number of requests, then the
+number of plans (what a reader has to look at), then the number of features switched on,
+then plain numbers (``max_new``, prompt lengths, arrival times...), then how many digits the
+floats carry, then how far the ids are from 0..n-1 in order.
+
+What makes a good pass here, in the spirit of Hypothesis' essay:
+
+* **Delete first, and delete a lot.** Requests are most of a scenario's size and almost
+  all of its cost. The first pass keeps only the earliest arrivals (a divergence cannot
+  depend on requests that arrive after it: the simulated engine's randomness is keyed by
+  request id, not shared), growing the kept prefix 1, 2, 4... and then bisecting; the
+  second is Hypothesis' *adaptive deletion*: try deleting one request and, when that
+  works, grow the deleted run exponentially and bisect to the longest run that still works
+  (``find_integer``), so n deletable neighbours cost O(log n) runs instead of n.
+  Some divergences need *pressure* rather than particular requests (a tie-break that only
+  matters when the verification budget binds, i.e. when many lanes compete): keeping k of
+  n requests is also tried with the budget scaled by k/n, a compound step that no single
+  one-field change can make, since a smaller budget alone is not smaller in the order.
+* **Merge, re-time, and look elsewhere.** Merging two neighbours into one request that
+  carries both budgets removes a request while keeping the load that deleting either
+  loses; moving an arrival onto the one before it makes a burst. While more than four
+  requests remain, fresh scenarios of one to four requests drawn by the seeded generator
+  with the same scheduler parameters are tried too (a bounded share of the budget): a bug
+  that needs a particular small combination is often found faster among small scenarios
+  than by deleting from a large one (``fuzz`` finds such repros this way). This is the only
+  pass that is not a single step, so the repro is 1-minimal with respect to the others.
+* **Cheap big steps before fine ones.** Switch a feature off for every request at once
+  before trying request by request; halve every ``max_new`` together before minimising
+  each; set every arrival to 0 at once. When the coarse step works, the fine passes have
+  nothing left to do and cost one run each.
+* **Minimise numbers by trying the bound first.** ``minimize`` tries the lowest value
+  (0 for arrivals, 1 for lengths), then bisects between a failing low and the working
+  current value. Interesting values are not monotone in general, so bisection is a
+  heuristic; correctness still rests on the order.
+* **Canonicalise last.** Renumbering request ids, rounding acceptance parameters and
+  resetting scheduler parameters to their defaults change behaviour (ids key the engine's
+  draws, floats change every curve), so they are candidates like any other and only make
+  the repro easier to read.
+
+Fuzzing draws scenarios from :func:`tracediff.models.specdec.scenario.strategies.scenarios`
+and aims at the rules: :func:`fuzz_targets` drives the observed reference
+(:class:`tracediff.models.specdec.sched.decided.DecidingReference`) and reports how often
+each rule clause decided, which the core turns into Hypothesis ``target()`` scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tracediff.model import Shrinking, ShrinkPass
+from tracediff.models.specdec.scenario.model import (
+    EngineTruth,
+    RequestSpec,
+    Scenario,
+    SchedulerParams,
+)
+
+ALLOCATION_RANK = {"host": 0, "device": 1, "mixed": 2}
+SMALL_REQUESTS = 4  # the repro size aimed for: small generated scenarios have 1..4 requests
+SMALL_SEEDS = 64  # small scenarios drawn per pass at most
+SMALL_SHARE = 0.25  # of the evaluation budget, at most, per pass of small scenarios
+
+
+# -- the order ---------------------------------------------------------------------------------
+def digits(value: float) -> int:
+    """How many decimals a float needs when written shortest: 0.75 -> 2, 1.0 -> 0."""
+    text = repr(float(value))
+    if "e" in text or "inf" in text or "nan" in text:
+        return 17
+    fraction = text.partition(".")[2].rstrip("0")
+    return len(fraction)
+
+
+def feature_count(scenario: Scenario) -> int:
+    """Features switched on: per request, and scheduler-wide (see ``size_key``)."""
+    count = 0
+    for r in scenario.requests:
+        count += r.grammar + r.host_stop + r.fixed + (r.stop_at >= 0) + (r.proposer == "copy")
+    p = scenario.params
+    count += p.ragged + ALLOCATION_RANK.get(p.allocation, 3) + p.queue_depth + len(p.eager_shapes)
+    defaults = SchedulerParams()
+    skip = {"allocation", "ragged", "queue_depth", "eager_shapes"}
+    for f in dataclasses.fields(SchedulerParams):
+        if f.name not in skip and getattr(p, f.name) != getattr(defaults, f.name):
+            count += 1
+    truth_defaults = EngineTruth()
+    for f in dataclasses.fields(EngineTruth):
+        if getattr(scenario.truth, f.name) != getattr(truth_defaults, f.name):
+            count += 1
+    return count
+
+
+def size_key(scenario: Scenario, plans: int) -> tuple[int, ...]:
+    """The shrink order: a candidate is accepted only if its key is smaller."""
+    requests = scenario.requests
+    ids = sorted(r.id for r in requests)
+    return (
+        len(requests),
+        plans,
+        feature_count(scenario),
+        sum(r.max_new for r in requests),
+        sum(r.prompt_len for r in requests),
+        sum(r.arrival_us for r in requests),
+        sum(max(r.stop_at, 0) + max(r.fixed_width, 0) + max(r.grammar_cap, 0) for r in requests),
+        sum(digits(r.accept_base) + digits(r.accept_decay) for r in requests),
+        sum(abs(i - n) for n, i in enumerate(ids)),
+        sum(1 for a, b in zip(requests, requests[1:], strict=False) if a.id > b.id),
+    )
+
+
+# -- helpers of the passes ---------------------------------------------------------------------
+def with_requests(shrinking: Shrinking, requests: Iterable[RequestSpec]) -> Scenario:
+    """The best scenario with other requests."""
+    best: Scenario = dataclasses.replace(shrinking.best, requests=tuple(requests))
+    return best
+
+
+def replace_request(shrinking: Shrinking, index: int, **changes: Any) -> bool:
+    requests = list(shrinking.best.requests)
+    if index >= len(requests):
+        return False
+    requests[index] = dataclasses.replace(requests[index], **changes)
+    return shrinking.consider(with_requests(shrinking, requests))
+
+
+def _by_arrival(requests: Iterable[RequestSpec]) -> list[RequestSpec]:
+    return sorted(requests, key=lambda r: (r.arrival_us, r.id))
+
+
+# -- passes ------------------------------------------------------------------------------------
+def keep_earliest(s: Shrinking) -> None:
+    """Keep the k earliest arrivals, for the smallest k found by growing then bisecting.
+
+    When k requests alone do not fail, k requests with the verification budget scaled
+    down in proportion are tried too: a divergence that needs a binding budget (many
+    lanes competing for few verified tokens) then survives with few lanes.
+    """
+    base = s.best
+    ordered = _by_arrival(base.requests)
+    total = len(ordered)
+    budget = base.params.verify_budget
+
+    def works(k: int) -> bool:
+        kept = {r.id for r in ordered[:k]}
+        fewer = dataclasses.replace(base, requests=tuple(r for r in base.requests if r.id in kept))
+        if s.holds(fewer):
+            return True
+        scaled = max(k, -(-budget * k // total))
+        if scaled >= budget:
+            return False
+        params = dataclasses.replace(base.params, verify_budget=scaled)
+        return s.holds(dataclasses.replace(fewer, params=params))
+
+    low, high = 0, 1  # low: known not to work (no request, no divergence)
+    while high < total and not works(high):
+        low, high = high, min(total, high * 2)
+    if high >= total:
+        return
+    while high - low > 1:
+        middle = (low + high) // 2
+        if works(middle):
+            high = middle
+        else:
+            low = middle
+
+
+def try_small_generated(s: Shrinking) -> None:
+    """Fresh small scenarios (1 to SMALL_REQUESTS requests) with the same scheduler
+    parameters, drawn by the seeded generator: some bugs need a particular combination
+    of requests that no deletion from a large scenario reaches, and a search among
+    small ones finds it quickly (as ``fuzz`` does). Bounded by a share of the
+    evaluation budget, and skipped once the best has few requests."""
+    if len(s.best.requests) <= SMALL_REQUESTS:
+        return
+    from tracediff.models.specdec.scenario.generator import generate
+    from tracediff.models.specdec.scenario.profiles import GRAPHS, Matrix, Profile
+
+    base = s.best
+    params = base.params
+    matrix = Matrix(
+        requests=tuple(range(1, SMALL_REQUESTS + 1)),
+        allocation=(params.allocation,),
+        graphs=(GRAPHS[1] if params.ragged else GRAPHS[0],),
+        queue_depth=(params.queue_depth,),
+    )
+    profile = Profile(name=base.profile, matrix=matrix)
+    share = s.attempts + max(1, int(s.budget * SMALL_SHARE))
+    for seed in range(SMALL_SEEDS):
+        if s.attempts >= share or len(s.best.requests) <= SMALL_REQUESTS:
+            return
+        drawn = generate(profile, base.seed * SMALL_SEEDS + seed)
+        small = dataclasses.replace(base, requests=drawn.requests)
+        if s.consider(small):
+            continue
+        # as in keep_earliest: the same pressure on fewer lanes, by a scaled budget
+        total, kept = len(base.requests), len(drawn.requests)
+        scaled = max(kept, -(-params.verify_budget * kept // total))
+        if scaled < params.verify_budget:
+            budget = dataclasses.replace(params, verify_budget=scaled)
+            s.consider(dataclasses.replace(small, params=budget))
+
+
+def merge_while_many(s: Shrinking) -> None:
+    """Merging early, while more than SMALL_REQUESTS remain: the repro size matters
+    most; below it, merging waits until the numbers are small and runs are cheap."""
+    if len(s.best.requests) > SMALL_REQUESTS:
+        merge_requests(s)
+
+
+def merge_requests(s: Shrinking) -> None:
+    """Two neighbours (by arrival) into one: the earlier takes both budgets. One request
+    fewer whose load is the same, where deleting either loses the pressure."""
+    index = 0
+    while index + 1 < len(s.best.requests):
+        ordered = _by_arrival(s.best.requests)
+        first, second = ordered[index], ordered[index + 1]
+        merged = dataclasses.replace(
+            first,
+            max_new=first.max_new + second.max_new,
+            stop_at=-1 if first.stop_at < 0 else first.stop_at,
+        )
+        requests = [merged if r.id == first.id else r for r in ordered if r.id != second.id]
+        if not s.consider(with_requests(s, requests)):
+            index += 1
+
+
+def retime_requests(s: Shrinking) -> None:
+    """Arrivals moved together: each request to the arrival of the one before it (a
+    burst), which often keeps a divergence while making the timeline short."""
+    ordered = _by_arrival(s.best.requests)
+    for position in range(1, len(ordered)):
+        current = _by_arrival(s.best.requests)
+        if position >= len(current):
+            return
+        earlier, request = current[position - 1], current[position]
+        if request.arrival_us == earlier.arrival_us:
+            continue
+        moved = dataclasses.replace(request, arrival_us=earlier.arrival_us)
+        s.consider(with_requests(s, (moved if r.id == request.id else r for r in current)))
+
+
+def delete_requests(s: Shrinking) -> None:
+    """Adaptive deletion: from the end, delete the longest run ending at each request."""
+    s.delete_runs(lambda scenario: scenario.requests, lambda kept: with_requests(s, kept))
+
+
+FEATURES_OFF: Mapping[str, Mapping[str, Any]] = {
+    "grammar": {"grammar_cap": -1},
+    "host_stop": {"host_stop": False},
+    "fixed": {"fixed_width": -1},
+    "stop": {"stop_at": -1},
+    "copy": {"proposer": "mtp"},
+}
+
+
+def switch_features_off(s: Shrinking) -> None:
+    """Every feature off for all requests at once, then per feature, then per request."""
+    everything: dict[str, Any] = {}
+    for change in FEATURES_OFF.values():
+        everything.update(change)
+    _change_all(s, everything)
+    for change in FEATURES_OFF.values():
+        _change_all(s, change)
+    for index in range(len(s.best.requests)):
+        for change in FEATURES_OFF.values():
+            request = s.best.requests[index] if index < len(s.best.requests) else None
+            if request is not None and any(getattr(request, k) != v for k, v in change.items()):
+                replace_request(s, index, **change)
+
+
+def _change_all(s: Shrinking, change: Mapping[str, Any]) -> bool:
+    requests = [dataclasses.replace(r, **change) for r in s.best.requests]
+    if requests == list(s.best.requests):
+        return False
+    return s.consider(with_requests(s, requests))
+
+
+def simplify_params(s: Shrinking) -> None:
+    """Rect graphs, host allocation, shallower queues, defaults for everything else."""
+    tries: list[dict[str, Any]] = [
+        {"ragged": False},
+        {"allocation": "host"},
+        {"allocation": "device"},
+        {"queue_depth": 0},
+        {"queue_depth": 1},
+        {"eager_shapes": ()},
+    ]
+    defaults = SchedulerParams()
+    for f in dataclasses.fields(SchedulerParams):
+        if f.name not in ("allocation", "ragged", "queue_depth", "eager_shapes"):
+            tries.append({f.name: getattr(defaults, f.name)})
+    for change in tries:
+        current = s.best.params
+        if all(getattr(current, k) == v for k, v in change.items()):
+            continue
+        if ALLOCATION_RANK.get(change.get("allocation", ""), -1) > ALLOCATION_RANK.get(
+            current.allocation, 3
+        ):
+            continue
+        s.consider(dataclasses.replace(s.best, params=dataclasses.replace(current, **change)))
+    if s.best.params.eager_shapes:
+        # adaptive deletion over the eager shapes, from the end (as for requests)
+        s.delete_runs(
+            lambda scenario: scenario.params.eager_shapes,
+            lambda shapes: dataclasses.replace(
+                s.best, params=dataclasses.replace(s.best.params, eager_shapes=shapes)
+            ),
+        )
+    truth_defaults = EngineTruth()
+    for f in dataclasses.fields(EngineTruth):
+        value = getattr(truth_defaults, f.name)
+        if getattr(s.best.truth, f.name) != value:
+            truth = dataclasses.replace(s.best.truth, **{f.name: value})
+            s.consider(dataclasses.replace(s.best, truth=truth))
+
+
+def halve_numbers(s: Shrinking) -> None:
+    """Coarse steps over all requests at once: arrivals to 0, lengths halved."""
+    _change_each(s, lambda r: {"arrival_us": 0})
+    for _ in range(12):
+        if not _change_each(s, lambda r: {"max_new": max(1, r.max_new // 2)}):
+            break
+    for _ in range(12):
+        if not _change_each(s, lambda r: {"prompt_len": max(1, r.prompt_len // 2)}):
+            break
+    _change_each(s, lambda r: {"prompt_len": 1})
+
+
+def _change_each(s: Shrinking, change: Callable[[RequestSpec], dict[str, Any]]) -> bool:
+    requests = []
+    for r in s.best.requests:
+        updated = dataclasses.replace(r, **change(r))
+        if updated.stop_at > updated.max_new:
+            updated = dataclasses.replace(updated, stop_at=updated.max_new)
+        requests.append(updated)
+    if requests == list(s.best.requests):
+        return False
+    return s.consider(with_requests(s, requests))
+
+
+NUMBERS = (
+    ("max_new", 1),
+    ("prompt_len", 1),
+    ("arrival_us", 0),
+    ("stop_at", 1),
+    ("fixed_width", 0),
+    ("grammar_cap", 0),
+)
+
+
+def minimize_numbers(s: Shrinking) -> None:
+    """Each request's integers, one at a time, towards their lower bounds."""
+    for index in range(len(s.best.requests)):
+        for name, lower in NUMBERS:
+            if index >= len(s.best.requests):
+                return
+            value = getattr(s.best.requests[index], name)
+            if value < lower:
+                continue  # -1: the feature is off
+
+            def works(candidate: int, index: int = index, name: str = name) -> bool:
+                changes: dict[str, Any] = {name: candidate}
+                request = dataclasses.replace(s.best.requests[index], **changes)
+                requests = list(s.best.requests)
+                requests[index] = request
+                return s.holds(with_requests(s, requests))
+
+            s.minimize(value, lower, works)
+
+
+def round_floats(s: Shrinking) -> None:
+    """Acceptance parameters rounded to fewer digits."""
+    for index in range(len(s.best.requests)):
+        for name in ("accept_base", "accept_decay"):
+            if index >= len(s.best.requests):
+                return
+            value = float(getattr(s.best.requests[index], name))
+            for places in range(min(digits(value), 3) - 1, -1, -1):
+                rounded = round(value, places)
+                if rounded != value and replace_request(s, index, **{name: rounded}):
+                    break
+                value = float(getattr(s.best.requests[index], name))
+
+
+def canonical_ids(s: Shrinking) -> None:
+    """Requests in id order, then ids 0..n-1 (ids key the engine's draws: a candidate)."""
+    ordered = sorted(s.best.requests, key=lambda r: r.id)
+    if ordered != list(s.best.requests):
+        s.consider(with_requests(s, ordered))
+    renumbered = [dataclasses.replace(r, id=n) for n, r in enumerate(s.best.requests)]
+    if renumbered != list(s.best.requests):
+        s.consider(with_requests(s, renumbered))
+
+
+PASSES: tuple[ShrinkPass, ...] = (
+    ("keep earliest requests", keep_earliest),
+    ("delete requests", delete_requests),
+    ("small generated scenarios", try_small_generated),
+    ("merge requests", merge_while_many),
+    ("switch features off", switch_features_off),
+    ("simplify scheduler", simplify_params),
+    ("halve numbers", halve_numbers),
+    ("minimise numbers", minimize_numbers),
+    # after the numbers: each candidate is then cheap (few plans), and a merge is
+    # followed by the whole round of passes again
+    ("merge requests", merge_requests),
+    ("re-time requests", retime_requests),
+    ("round floats", round_floats),
+    ("canonical ids", canonical_ids),
+)
+
+
+# -- fuzzing -----------------------------------------------------------------------------------
+def fuzz_strategy(max_size: int) -> Any:
+    """Hypothesis' strategy of small valid scenarios, at most ``max_size`` requests."""
+    from tracediff.models.specdec.scenario.strategies import scenarios
+
+    return scenarios(max_requests=max_size)
+
+
+def fuzz_targets(scenario: Scenario) -> dict[str, int]:
+    """Per rule clause, the plans (or completions) in which it decided when ``scenario``
+    runs through the observed reference; empty when the reference refuses the scenario."""
+    from tracediff.errors import TracediffError
+    from tracediff.models.specdec.engine.driver import drive
+    from tracediff.models.specdec.sched.decided import DecidingReference
+
+    observed = DecidingReference(scenario)
+    try:
+        for _record in drive(scenario, observed):
+            pass
+    except TracediffError:
+        return {}
+    return observed.decided
