@@ -19,7 +19,6 @@ from rich.console import Console
 from tests.impls.kinds import AT, RAISE_AT
 from tracediff.cli import main
 from tracediff.compare import json_report
-from tracediff.compare.explain import explain, raised_in
 from tracediff.compare.fields import record_changes
 from tracediff.compare.model import (
     BOOKKEEPING,
@@ -33,7 +32,6 @@ from tracediff.compare.model import (
     RoundMark,
 )
 from tracediff.compare.signature import group_signatures
-from tracediff.compare.state import first_state_difference, state_difference
 from tracediff.models.specdec.model import MODEL
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
@@ -43,8 +41,10 @@ from tracediff.models.specdec.search import merge_requests
 from tracediff.project.impls import load, parse_impl
 from tracediff.report import describe, html
 from tracediff.report.terminal import DivergenceView, groups_renderable
+from tracediff.running.explain import explain, raised_in
 from tracediff.running.runner import DIVERGED, IDENTICAL, ScenarioResult, run_scenario
 from tracediff.running.runner import ERROR as RUN_ERROR
+from tracediff.running.state import first_state_difference, state_difference
 from tracediff.search.shrink import Shrinker, compare_signature, shrink
 
 REFERENCE = parse_impl("reference")

@@ -120,10 +120,10 @@ def test_the_gate_labels_decision_equivalence(tmp_path: Path) -> None:
 
 
 def test_the_explanation_skips_tolerated_floats_to_the_changed_decision() -> None:
-    from tracediff.compare.explain import explain
     from tracediff.models.specdec.scenario.generator import generate
     from tracediff.models.specdec.scenario.profiles import load_profile
     from tracediff.project.impls import parse_impl
+    from tracediff.running.explain import explain
     from tracediff.running.runner import DIVERGED, run_scenario
 
     scenario = generate(load_profile("quick"), 13)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from tracediff.compare.explain import MAX_EVENTS, explain, explain_many, explain_traces
 from tracediff.compare.fields import classify, record_changes
 from tracediff.compare.floats import relative_error, ulp_distance
 from tracediff.compare.model import (
@@ -35,6 +34,7 @@ from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.models.specdec.sched.record import COLUMNS
 from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.running.explain import MAX_EVENTS, explain, explain_many, explain_traces
 from tracediff.running.runner import (
     DIVERGED,
     IDENTICAL,
@@ -465,8 +465,8 @@ def test_a_bug_in_one_column_is_named_by_that_column_and_reports_hold_no_bytes()
     # Built-ins record typed columns (bytes per column); the explanation reads them as rows,
     # so each change names its row and column, and the report serialises values, not bytes.
     from tracediff.compare import json_report
-    from tracediff.compare.explain import outcome
     from tracediff.compare.model import DiffReport
+    from tracediff.running.explain import outcome
 
     result, d = _explained("tests.impls.kinds:DominatorScheduler", 0)
     assert result.status == DIVERGED

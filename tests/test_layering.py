@@ -7,8 +7,9 @@ Rules that hold today and must keep holding:
 * rich only there and in ``tracediff/report/`` (the core never prints);
 * torch only in ``tracediff/models/specdec/live/`` (the live engine's optional extra);
 * ``compare/`` never imports ``report/`` (presenters read what comparison produced);
-* the core modules already cut from the model (coverage, campaigns) import nothing of
-  ``tracediff/models/``, not even inside a function: they reach it through tracediff.model.
+* the core (everything outside ``tracediff/models/``) imports nothing of a model, not even
+  inside a function: it reaches one through the seam, ``tracediff.model``; and a model
+  imports no other model.
 
 No import cycle between modules, and no import of another module's private (``_name``)
 names: a name two modules share is public. Cycles between parts (a subpackage or a
@@ -28,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tracediff"
 
 # Ratchets: today's counts (they may only go down).
 MAX_MODULES_IN_CYCLES = 0  # modules in a strongly connected component of the import graph
-MAX_PARTS_IN_CYCLES = 6  # while the model seam is cut (issue 21); back to 0 when it lands
+MAX_PARTS_IN_CYCLES = 0  # the same between parts (a subpackage or top-level module is one)
 MAX_PRIVATE_IMPORTS = 0  # names taken by `from tracediff.x import _name` elsewhere
 
 
@@ -214,23 +215,40 @@ def test_the_allowance_for_model_commands_is_only_theirs() -> None:
     assert not MODEL_COMMANDS.match("tracediff.models.specdec.commandsx")
 
 
-# Core modules cut from the model: the list only grows, until it is the whole core.
-SEAMED = (
-    "tracediff.campaign",
-    "tracediff.cli.app",
-    "tracediff.cli.campaign",
-    "tracediff.cli.coverage",
-    "tracediff.project.seeds",
-    "tracediff.report.coverage",
-)
+MODELS = "tracediff.models"
 
 
-def test_the_seamed_core_imports_no_model() -> None:
+def _model_of(module: str) -> str | None:
+    """The model package a module belongs to (``tracediff.models.specdec``), or None."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if module.startswith(f"{MODELS}.") and len(parts) > 2 else None
+
+
+def test_the_core_imports_no_model() -> None:
+    """Everything outside tracediff/models/ reaches a model only through the seam
+    (tracediff.model): not at module level, not inside a function."""
     wrong = sorted(
-        f"{imp.importer} imports {imp.imported}" + (" (in a function)" if imp.lazy else "")
+        f"{imp.importer} imports {imp.imported}"
+        + (f" ({', '.join(imp.names)})" if imp.names else "")
+        + (" (in a function)" if imp.lazy else "")
         for imp in _all_imports()
-        if (imp.importer in SEAMED or imp.importer.startswith(tuple(f"{m}." for m in SEAMED)))
-        and (imp.imported == "tracediff.models" or imp.imported.startswith("tracediff.models."))
+        if not imp.importer.startswith(MODELS)
+        and (
+            imp.imported.startswith(f"{MODELS}.")
+            or (imp.imported == MODELS and imp.importer != MODELS)
+            or (imp.imported == "tracediff" and "models" in imp.names)
+        )
+    )
+    assert wrong == [], "use tracediff.model.of(scenario) or tracediff.model.get(name)"
+
+
+def test_a_model_imports_no_other_model() -> None:
+    wrong = sorted(
+        f"{imp.importer} imports {imp.imported}"
+        for imp in _all_imports()
+        if _model_of(imp.importer) is not None
+        and _model_of(imp.imported) is not None
+        and _model_of(imp.importer) != _model_of(imp.imported)
     )
     assert wrong == []
 
@@ -247,30 +265,6 @@ def test_comparison_never_imports_the_presenters() -> None:
         and imp.imported.startswith("tracediff.report")
     ]
     assert wrong == []
-
-
-# The core modules already cut from the models (issue "One core"): they reach a model only
-# through the seam, tracediff.model (the list grows as the seam is cut).
-MODEL_FREE = (
-    "tracediff.search",
-    "tracediff.cli.shrink",
-    "tracediff.cli.fuzz",
-    "tracediff.cli.shrink_options",
-)
-
-
-def test_the_cut_core_imports_no_model() -> None:
-    wrong = sorted(
-        f"{imp.importer} imports {imp.imported}"
-        + (f" ({', '.join(imp.names)})" if imp.names else "")
-        for imp in _all_imports()
-        if any(imp.importer == m or imp.importer.startswith(f"{m}.") for m in MODEL_FREE)
-        and (
-            imp.imported.startswith("tracediff.models")
-            or (imp.imported == "tracediff" and "models" in imp.names)
-        )
-    )
-    assert wrong == [], "use tracediff.model.of(scenario) or tracediff.model.get(name)"
 
 
 def test_import_cycles_only_shrink() -> None:

@@ -18,7 +18,6 @@ from click.testing import CliRunner
 
 from tests.impls.misbehave import BAD_AT, BAD_SEED
 from tracediff.cli import main
-from tracediff.compare.explain import explain_many
 from tracediff.errors import ImplementationError
 from tracediff.models.specdec.external import ExecFactory, ExternalFault, parse_command
 from tracediff.models.specdec.protocol import (
@@ -31,6 +30,7 @@ from tracediff.models.specdec.protocol import (
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.project.impls import parse_impl
+from tracediff.running.explain import explain_many
 from tracediff.running.runner import DIVERGED, ERROR, IDENTICAL, TIMEOUT, run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,6 @@ from rich.console import Console
 
 from tracediff.cli import main
 from tracediff.compare import json_report
-from tracediff.compare.explain import explain, outcome
 from tracediff.compare.model import DiffReport, ScenarioOutcome, StepOutcome
 from tracediff.errors import TraceFormatError
 from tracediff.models.specdec.scenario.generator import generate
@@ -28,6 +27,7 @@ from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.project.impls import parse_impl
 from tracediff.report import html, junit, markdown
 from tracediff.report.terminal import DivergenceView, report_renderable
+from tracediff.running.explain import explain, outcome
 from tracediff.running.runner import IDENTICAL, run_scenario, write_trace
 
 SUMMATION = "tests.impls.summation:ReversedSumScheduler"

@@ -147,8 +147,8 @@ def compare_implementations(
     :class:`~tracediff.errors.TracediffError` for bad input (an unknown profile or
     implementation); what an implementation does is never raised, it is the result.
     """
-    from tracediff.compare.explain import explain_many
     from tracediff.project.impls import load, parse_impl
+    from tracediff.running.explain import explain_many
     from tracediff.running.runner import RunOptions, run_scenarios
 
     if isinstance(what, Scenario):

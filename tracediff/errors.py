@@ -13,7 +13,7 @@
     │                              not installed, or ``--device cuda`` finds no GPU
     ├── SchedulerFault             an implementation raised or broke the driver
     │                              contract while running: a *finding*, exit code 1
-    ├── ImplementationFailed       (tracediff.running.call) implementation code raised in a command
+    ├── ImplementationFailed       (tracediff.executor.call) implementation code raised in a command
     │                              that runs it in this process: a finding, exit code 1
     └── HarnessFailure             tracediff's own machinery failed (worker processes cannot
         ├── WorkerStartError       start, the Dask cluster was lost): exit code 3, and

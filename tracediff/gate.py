@@ -219,7 +219,7 @@ def _run_step(
 ) -> tuple[StepOutcome, list[ScenarioOutcome], int | None, list[object]]:
     """Run one step's scenarios and explain its findings: (step, outcomes, stop signal,
     the runner's results)."""
-    from tracediff.compare.explain import explain_results
+    from tracediff.running.explain import explain_results
     from tracediff.running.runner import RunOptions, run_scenarios
 
     run_options = RunOptions(

@@ -158,7 +158,7 @@ def _campaign_task(
     """One seed in a worker: generate, run in lockstep, explain a finding right here (under
     the same isolation and limits), so that its signature is known as it arrives."""
     from tracediff.compare.equivalence import Equivalence
-    from tracediff.compare.explain import explain_task
+    from tracediff.running.explain import explain_task
 
     profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
     scenario = of(profile).generate(profile, seed)
@@ -175,10 +175,10 @@ def _campaign_task(
 def _row(
     outcome: Outcome, options: CampaignOptions, run_options: RunOptions, totals: Totals
 ) -> Row:
-    from tracediff.compare.explain import explain, unexplained
-    from tracediff.compare.explain import outcome as as_outcome
     from tracediff.compare.json_report import outcome_to_dict
     from tracediff.compare.signature import slim
+    from tracediff.running.explain import explain, unexplained
+    from tracediff.running.explain import outcome as as_outcome
 
     divergence: Divergence | None = None
     if outcome.kind == DONE:

@@ -146,10 +146,10 @@ class TracediffGroup(_HelpGroup):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        from tracediff.running.call import real_interrupts
+        from tracediff.executor.call import real_interrupts
 
         try:
-            # a real Ctrl-C raises tracediff.running.call.Interrupted while a command runs, so that
+            # a real Ctrl-C raises tracediff.executor.call.Interrupted while a command runs, so that
             # the call sites of implementation code tell it from the implementation's own
             with real_interrupts():
                 return super().invoke(ctx)

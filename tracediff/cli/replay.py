@@ -147,11 +147,11 @@ def _replay_pair(
     trace: str, impls: tuple[str, ...], check: bool, until: int | None, json_path: str | None
 ) -> None:
     """Both implementations replayed to the same point; their states side by side."""
-    from tracediff.compare.state import state_difference
     from tracediff.replay import MATCH
     from tracediff.replay import replay as run_replay
     from tracediff.report.describe import short, state_field_words
     from tracediff.report.state import state_pair_table
+    from tracediff.running.state import state_difference
 
     specs = resolve_impls(impls, check, ("reference",))
     results = [run_replay(trace, spec, until=until, want_state=True) for spec in specs]

@@ -316,9 +316,9 @@ def _run_explain_check(
     explained: list[Any] = []
     if not summary.ok and not summary.interrupted and explain_k > 0:
         from tracediff.cli.heartbeat import Counter, heartbeat
-        from tracediff.compare.explain import explain_results
         from tracediff.compare.model import DiffReport
         from tracediff.report.terminal import report_renderable
+        from tracediff.running.explain import explain_results
 
         findings = sum(r.status != IDENTICAL for r in summary.results)
         explaining = Counter(

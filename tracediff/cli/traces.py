@@ -20,8 +20,8 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport
 from tracediff.errors import UsageError
+from tracediff.executor.call import ImplementationFailed
 from tracediff.project.impls import parse_impl
-from tracediff.running.call import ImplementationFailed
 
 
 # -- record / diff / show ----------------------------------------------------------------------
@@ -56,7 +56,7 @@ def record(profile_name: str | None, seed: int, impl: str, check: bool, output: 
     spec = parse_impl(impl, check=check)
     check_output_file(output, "-o/--output")
     try:
-        # every call of the implementation goes through tracediff.running.call: what it raises is
+        # every call of the implementation goes through tracediff.executor.call: what it raises is
         # exit 1, never mistaken for a failure to write the file
         path = write_trace(scenario, spec, ".", output, guarded=True)
     except ImplementationFailed as failed:
@@ -115,7 +115,7 @@ def diff(
     ULP distance, structure), and the records around it side by side. Exit 0 identical,
     1 different (or a loaded report with findings), 2 bad input.
     """
-    from tracediff.compare.explain import explain_traces
+    from tracediff.running.explain import explain_traces
 
     check_context(context)
     check_output_file(output, "-o/--output")

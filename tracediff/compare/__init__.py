@@ -5,7 +5,7 @@ presenters in :mod:`tracediff.report` render what it produced and never decide a
 It never imports ``report`` (nor rich, nor click).
 
 - :mod:`~tracediff.compare.model`: the data (Divergence, FieldChange, DiffReport, ...).
-- :mod:`~tracediff.compare.explain`: re-run or re-read up to the divergence; ``explain``
+- :mod:`~tracediff.running.explain`: re-run or re-read up to the divergence; ``explain``
   (imported from there: it loads deepdiff and the runner, which the model does not need).
 - :mod:`~tracediff.compare.fields`: deepdiff of two records, named paths, classification.
 - :mod:`~tracediff.compare.floats`: ULP distance and relative error.

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from tracediff.running.call import HarnessSignal
+from tracediff.executor.call import HarnessSignal
 
 
 class ScenarioTimeout(HarnessSignal):

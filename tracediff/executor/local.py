@@ -67,7 +67,7 @@ from tracediff.executor.base import (
     Outcome,
     Task,
 )
-from tracediff.running.call import HarnessSignal
+from tracediff.executor.call import HarnessSignal
 
 # How long a hung worker gets to write its stack after SIGUSR1, and how long stopping
 # workers get to exit on SIGTERM before they are killed.

@@ -20,10 +20,10 @@ from tracediff.executor import (
     open_executor,
     time_limit,
 )
+from tracediff.executor.call import passes_through
 from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
-from tracediff.running.call import passes_through
 from tracediff.running.record import Recording, start
 
 

@@ -123,8 +123,8 @@ def state_pair_table(
 ) -> Table:
     """Two states side by side, one row per field (the path notation of the state diff,
     ``requests[id=3].pending_advance``), rows that differ marked ``≠`` and in bold."""
-    from tracediff.compare.state import flatten_state
     from tracediff.report.describe import short, short_name
+    from tracediff.running.state import flatten_state
 
     rows_a = dict(flatten_state(a)) if a is not None else {}
     rows_b = dict(flatten_state(b)) if b is not None else {}

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tracediff import model as models
+from tracediff.executor.call import Guarded, construct
 from tracediff.model import DECISION, Record
 from tracediff.project.impls import Factory, ImplSpec, load
-from tracediff.running.call import Guarded, construct
 from tracediff.trace import BodyDigest, encode
 
 Observer = Callable[[int, Record, bytes], None]

@@ -49,11 +49,11 @@ from tracediff import model as models
 from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.errors import SchedulerFault
 from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
+from tracediff.executor.call import Interrupted, passes_through
 from tracediff.filenames import component, inside
 from tracediff.model import DecisionModel, Scenario
 from tracediff.outcomes import Status
 from tracediff.project.impls import ImplSpec
-from tracediff.running.call import Interrupted, passes_through
 from tracediff.running.record import drive, instance, start
 from tracediff.trace import BodyDigest, TraceWriter, encode
 from tracediff.trace.checked import MODEL_KEY
@@ -460,7 +460,7 @@ def trace_records(
 ) -> Iterator[dict[str, Any]]:
     """The records one implementation produces for a scenario (header first): see
     :func:`tracediff.running.record.start`. ``guarded``: what the implementation raises is
-    :class:`~tracediff.running.call.ImplementationFailed` (told apart from the errors of
+    :class:`~tracediff.executor.call.ImplementationFailed` (told apart from the errors of
     writing the trace)."""
     return start(scenario, spec, guarded=guarded)
 

@@ -40,9 +40,9 @@ from tracediff.executor import (
     open_executor,
     time_limit,
 )
+from tracediff.executor.call import passes_through
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
-from tracediff.running.call import passes_through
 from tracediff.running.record import Recording, start
 
 DETERMINISTIC, NONDETERMINISTIC, ERROR, TIMEOUT = (

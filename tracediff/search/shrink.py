@@ -188,7 +188,7 @@ def compare_signature(
     :func:`default_signature`; it re-runs the implementations up to the divergence."""
     if result.status == IDENTICAL:
         return None
-    from tracediff.compare.explain import explain
+    from tracediff.running.explain import explain
 
     signature: Hashable = explain(scenario, specs, result, context=0, state=False).signature
     return signature

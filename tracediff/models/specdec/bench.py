@@ -59,6 +59,7 @@ from typing import Any, Protocol, cast
 import msgpack
 
 from tracediff.errors import ImplementationError, SchedulerFault, TraceFormatError, UsageError
+from tracediff.executor.call import PLAN, Guarded, ImplementationFailed, construct, passes_through
 from tracediff.models.specdec.engine.simulator import SimulatedEngine
 from tracediff.models.specdec.scenario import rng
 from tracediff.models.specdec.scenario.model import (
@@ -70,7 +71,6 @@ from tracediff.models.specdec.scenario.model import (
 from tracediff.models.specdec.sched.core import DECODING, SchedulerCore
 from tracediff.models.specdec.sched.optimized import OptimizedScheduler
 from tracediff.models.specdec.sched.record import packed_record, rows_view
-from tracediff.running.call import PLAN, Guarded, ImplementationFailed, construct, passes_through
 
 BENCH_FORMAT = "tracediff-bench"
 BENCH_VERSION = 1
@@ -438,7 +438,7 @@ def _time_cell(
                 record = plan(now)
                 elapsed = time.perf_counter_ns() - start
                 cpu_elapsed = time.thread_time_ns() - cpu_start
-            except BaseException as exc:  # noqa: BLE001 - user code: tracediff.running.call's rule
+            except BaseException as exc:  # noqa: BLE001 - user code: tracediff.executor.call's rule
                 if passes_through(exc):
                     raise
                 raise ImplementationFailed(name, PLAN, exc) from exc

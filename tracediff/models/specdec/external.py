@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 
 from tracediff import __version__
 from tracediff.errors import ImplementationError, SchedulerFault
+from tracediff.executor.call import TEXT_LIMIT, bounded
 from tracediff.models.specdec.protocol import (
     ARRIVE,
     BENCH,
@@ -54,7 +55,6 @@ from tracediff.models.specdec.protocol import (
     parse,
 )
 from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
-from tracediff.running.call import TEXT_LIMIT, bounded
 
 PREFIX = "exec:"
 STDERR_KEEP = TEXT_LIMIT  # bytes of stderr kept: as much as of any implementation text

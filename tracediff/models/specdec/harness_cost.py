@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracediff.executor.call import Guarded, construct
 from tracediff.models.specdec.engine.driver import check_plan, drive
 from tracediff.models.specdec.model import MODEL
 from tracediff.models.specdec.scenario.model import Scenario, private_copy
-from tracediff.running.call import Guarded, construct
 from tracediff.running.runner import TimedScheduler
 from tracediff.trace import BodyDigest, encode
 from tracediff.trace.writer import FrameDeflater

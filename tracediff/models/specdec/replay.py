@@ -17,6 +17,7 @@ from typing import Any
 from tracediff import model as models
 from tracediff.compare.readable import readable
 from tracediff.errors import TraceFormatError
+from tracediff.executor.call import Guarded, ImplementationFailed, construct, summary
 from tracediff.model import DecisionModel
 from tracediff.models.specdec.scenario.model import Scenario, private_copy
 from tracediff.models.specdec.sched.record import packed_record
@@ -32,7 +33,6 @@ from tracediff.replay import (
     difference_path,
     format_path,
 )
-from tracediff.running.call import Guarded, ImplementationFailed, construct, summary
 from tracediff.trace import TraceReader, encode
 from tracediff.trace.checked import checked_records
 
@@ -77,7 +77,7 @@ def replay_trace(
         )
     scenario = checker.scenario
     factory = load(spec)
-    # its failures are ImplementationFailed (exit 1), whatever it raises (tracediff.running.call)
+    # its failures are ImplementationFailed (exit 1), whatever it raises (tracediff.executor.call)
     scheduler = Guarded(construct(spec.name, factory, private_copy(scenario)), spec.name)
     session = _Session(reader.name, spec.name, scheduler, scenario, until, want_state)
     session.model = model or models.get(None)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracediff import __version__
+from tracediff.executor.call import Guarded, construct
 from tracediff.models.specdec.engine.driver import header_record
 from tracediff.models.specdec.live import require_torch
 from tracediff.models.specdec.live.engine import (
@@ -35,7 +36,6 @@ from tracediff.models.specdec.live.summary import LiveSummary, Round, summarize
 from tracediff.models.specdec.live.workload import Workload, WorkloadOptions, build
 from tracediff.models.specdec.scenario.model import private_copy
 from tracediff.project.impls import ImplSpec, load
-from tracediff.running.call import Guarded, construct
 from tracediff.trace import TraceWriter, encode
 
 torch = require_torch()
@@ -181,5 +181,5 @@ def _check_greedy(
 def _construct(spec: ImplSpec, scenario: Any) -> Any:
     """The implementation, on a private copy of the scenario (as ``run`` and ``replay`` give
     it); a constructor that fails is a finding, like any other failure of the implementation
-    (:mod:`tracediff.running.call`)."""
+    (:mod:`tracediff.executor.call`)."""
     return construct(spec.name, load(spec), private_copy(scenario))

@@ -12,7 +12,7 @@ a second, deterministic pass over the same records:
    (:mod:`tracediff.compare.fields`), classify the divergence and name its headline field.
 3. Follow each side a few plans further, so the timeline shows how they drift apart.
 4. Drive both once more comparing their ``state()`` after every event before the
-   differing record (:mod:`tracediff.compare.state`): where the cause already showed.
+   differing record (:mod:`tracediff.running.state`): where the cause already showed.
 
 Failures are explained from the :class:`~tracediff.running.runner.ScenarioResult`: an error keeps
 the
@@ -59,13 +59,13 @@ from tracediff.compare.model import (
 )
 from tracediff.compare.readable import readable
 from tracediff.compare.signature import Condenser
-from tracediff.compare.state import first_state_difference
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
 from tracediff.model import DecisionModel, Scenario
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
+from tracediff.running.state import first_state_difference
 from tracediff.trace import TraceReader, decode, encode
 from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
@@ -397,7 +397,7 @@ def explain(
 
     The implementations are driven again (deterministically) only as far as the divergence
     or failure, plus a few plans for the timeline; with ``state``, once more to compare
-    their states after every event (:mod:`tracediff.compare.state`). Raises ValueError for
+    their states after every event (:mod:`tracediff.running.state`). Raises ValueError for
     an identical result.
     """
     if result.status == IDENTICAL:
@@ -462,7 +462,7 @@ def _with_state(
     divergence: Divergence, scenario: Scenario, specs: Sequence[ImplSpec]
 ) -> Divergence:
     """The divergence with its state diff: both implementations driven again, their states
-    compared after every event up to the divergence (see :mod:`tracediff.compare.state`)."""
+    compared after every event up to the divergence (see :mod:`tracediff.running.state`)."""
     if divergence.index is None:
         return divergence
     try:
