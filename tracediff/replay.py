@@ -21,9 +21,11 @@ produced that the trace does not hold, is a mismatch at that record.
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from tracediff.model import DECISION as DECISION_TYPE
 from tracediff.project.impls import ImplSpec
 from tracediff.trace import TraceReader, encode
 from tracediff.trace.checked import trace_model
@@ -124,6 +126,102 @@ def replay(
         reader, spec, until=until, want_state=want_state
     )
     return result
+
+
+def replay_generic(
+    model: Any,
+    reader: TraceReader,
+    spec: ImplSpec,
+    *,
+    until: int | None = None,
+    want_state: bool = False,
+) -> ReplayResult:
+    """Replay for a model that names its inputs with
+    :meth:`~tracediff.model.BaseModel.replay_input`: each plan record is a call of the
+    model's decision method at the recorded clock, compared byte for byte; each input record
+    is applied by the model, and the records it owes (e.g. a retirement) must come next."""
+    from collections import deque
+
+    from tracediff.executor.call import Guarded, ImplementationFailed, construct, summary
+    from tracediff.running.record import factory
+    from tracediff.trace.checked import checked_records
+
+    checker = model.trace_checker(reader.header, reader.name)
+    scenario = checker.scenario
+    impl = Guarded(construct(spec.name, factory(spec), model.private_copy(scenario)), spec.name)
+    decide = getattr(impl, model.decide)
+    owed: deque[dict[str, Any]] = deque()
+    records = plans = decisions = 0
+    last_plan: int | None = None
+    state: dict[str, Any] | None = None
+    state_at = ""
+
+    def result(status: str, **extra: Any) -> ReplayResult:
+        return ReplayResult(
+            reader.name, spec.name, status, records, plans, decisions, until,
+            state=state, state_at=state_at, **extra,
+        )  # fmt: skip
+
+    def mismatch(index: int, expected: Any, actual: Any, reason: str) -> ReplayResult:
+        keys = difference_path(expected, actual) if expected and actual else None
+        path = format_path(keys, expected) if keys else None
+        record_type = "end" if expected is None else str(expected.get("t"))
+        found = ReplayMismatch(
+            index, last_plan, record_type, expected, actual, path, reason, keys or ()
+        )
+        return result(MISMATCH, mismatch=found)
+
+    def snapshot(where: str) -> tuple[dict[str, Any] | None, str]:
+        if not want_state:
+            return state, state_at
+        if not impl.has_state:
+            return None, f"unavailable: {spec.name} has no state() method"
+        return impl.state(), where
+
+    index = 0
+    try:
+        for checked in checked_records(reader, checker):
+            index, record, payload = checked.index, checked.record, checked.payload
+            records += 1
+            kind = record.get("t")
+            if owed:
+                decisions += 1
+                produced = owed.popleft()
+                if encode(produced) != payload:
+                    return mismatch(index, record, produced, f"a different {produced.get('t')}")
+                continue
+            if kind == DECISION_TYPE:
+                number = record.get("plan")
+                last_plan = number if isinstance(number, int) else last_plan
+                state, state_at = snapshot(f"before plan {number}")
+                made = decide(record["now"])
+                plans += 1
+                decisions += 1
+                if encode(made) != payload:
+                    return mismatch(index, record, made, "a different plan")
+                if until is not None and number == until:
+                    return result(MATCH, stopped=True, plan_record=made)
+                continue
+            more = model.replay_input(impl, record, scenario)
+            if more is None:
+                decisions += 1
+                return mismatch(index, record, None, f"the implementation made no {kind} here")
+            owed.extend(more)
+    except ImplementationFailed as failed:
+        frames = traceback.extract_tb(failed.error.__traceback__)
+        where = f" ({frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})"
+        return result(
+            ERROR,
+            message=f"{summary(failed.error)}{where if frames else ''}",
+            error_index=index,
+            error_plan=last_plan,
+        )
+    if owed:
+        return mismatch(index + 1, None, owed[0], "the trace ends; the implementation made more")
+    if until is not None:
+        return result(MATCH, stopped=False)
+    state, state_at = snapshot("end of trace")
+    return result(MATCH)
 
 
 def difference_path(expected: Any, actual: Any) -> Path | None:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from tracediff.executor import DONE, Executor, Outcome, grace, open_executor, time_limit
-from tracediff.model import DecisionModel, Profile, Scenario, get, of
+from tracediff.model import DecisionModel, Profile, Scenario, of
+from tracediff.project import current_model
 
 FORMAT = "tracediff-coverage"
 VERSION = 2
@@ -214,7 +215,7 @@ def summarise(
 ) -> CoverageReport:
     """Add per-scenario counts up into a report (scenarios kept in the order given), by the
     features and clauses of ``model`` (the default model when None)."""
-    chosen = get(None) if model is None else model
+    chosen = current_model() if model is None else model
     features = feature_rows(
         chosen,
         [sum(1 for r in results if r.counts[i] > 0) for i in range(len(chosen.features))],
@@ -246,7 +247,7 @@ def coverage_to_dict(report: CoverageReport, model: DecisionModel | None = None)
     """The report as versioned JSON-ready data (``coverage_from_dict`` reads it back); the
     per-scenario counts are named by the features and clauses of ``model`` (the default
     model when None)."""
-    chosen = get(None) if model is None else model
+    chosen = current_model() if model is None else model
     feature_names = tuple(chosen.features)
     clause_names = tuple(clause.name for clause in chosen.clauses)
     return {
@@ -293,7 +294,7 @@ def coverage_from_dict(data: Any, model: DecisionModel | None = None) -> Coverag
         raise ValueError(f"not a {FORMAT} document")
     if data.get("version") != VERSION:
         raise ValueError(f"{FORMAT} version {data.get('version')!r}; this reader knows {VERSION}")
-    chosen = get(None) if model is None else model
+    chosen = current_model() if model is None else model
     feature_names = tuple(chosen.features)
     clause_names = tuple(clause.name for clause in chosen.clauses)
     try:

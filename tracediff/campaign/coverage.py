@@ -22,7 +22,8 @@ from typing import Any
 from tracediff.campaign.clauses import CoverageReport, clause_rows, coverage_task, feature_rows
 from tracediff.campaign.store import CampaignStore
 from tracediff.executor import DONE, Executor, Outcome, grace
-from tracediff.model import DecisionModel, Profile, get, of
+from tracediff.model import DecisionModel, Profile, of
+from tracediff.project import current_model
 from tracediff.running.runner import StopSignals
 
 _SCHEMA = """
@@ -150,7 +151,7 @@ def coverage_report(
 ) -> tuple[CoverageReport, dict[str, list[float]]]:
     """The store's coverage rows added up (streamed), by the features and clauses of
     ``model`` (the default model when None), and throughput per worker."""
-    chosen = get(None) if model is None else model
+    chosen = current_model() if model is None else model
     clause_count = len(chosen.clauses)
     totals = [0] * len(chosen.features)
     hit = [0] * len(chosen.features)

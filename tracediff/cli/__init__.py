@@ -18,6 +18,7 @@ from tracediff.cli import (  # noqa: F401
     golden,
     impls,
     init,
+    models,
     replay,
     run,
     selfcheck,

@@ -252,7 +252,10 @@ def _choose_model(_ctx: click.Context, _param: click.Parameter, value: str | Non
         from tracediff import model as models
         from tracediff.project import MODEL_ENV
 
-        models.get(value)  # an unknown model fails here, with the choices
+        try:
+            models.get(value)  # an unknown model fails here, with the choices
+        except UsageError as exc:
+            raise click.BadParameter(str(exc)) from None
         # In the environment, so worker processes and every resolution see the same model.
         os.environ[MODEL_ENV] = value
     return value

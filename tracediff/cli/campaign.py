@@ -24,6 +24,7 @@ from tracediff.cli.app import (
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
+from tracediff.project import current_model
 
 REPORT_NAME = "report.json"
 
@@ -77,7 +78,6 @@ def campaign(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from tracediff import model
     from tracediff.campaign.run import CampaignOptions, run_campaign
     from tracediff.cli import settings
     from tracediff.cli.run import check_flags
@@ -102,7 +102,7 @@ def campaign(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     spec = resolve_executor(executor_text)
-    profile = model.get(None).load_profile(profile_name)
+    profile = current_model().load_profile(profile_name)
     chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -170,7 +170,6 @@ def _coverage_campaign(
     no_progress: bool,
 ) -> None:
     """``campaign --coverage``: see :mod:`tracediff.campaign.coverage`. Exits."""
-    from tracediff import model
     from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
     from tracediff.executor import open_executor
     from tracediff.project.seeds import MAX_CAMPAIGN_SEEDS, parse_seeds
@@ -179,7 +178,7 @@ def _coverage_campaign(
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
     executor_spec = resolve_executor(executor_text)
-    profile = model.get(None).load_profile(profile_name)
+    profile = current_model().load_profile(profile_name)
     chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

@@ -18,6 +18,7 @@ from tracediff.cli.app import (
     resolve_jobs,
 )
 from tracediff.errors import UsageError
+from tracediff.project import current_model
 
 
 @main.command()
@@ -55,7 +56,6 @@ def coverage(
     measured (the reference failed on it), 0 otherwise; the round-size rows marked (info)
     are reported but do not decide the exit code.
     """
-    from tracediff import model as models
     from tracediff.campaign.clauses import coverage as measure
     from tracediff.campaign.clauses import coverage_to_dict
     from tracediff.cli.heartbeat import Counter, heartbeat
@@ -63,7 +63,7 @@ def coverage(
     from tracediff.project.seeds import parse_seeds
     from tracediff.report.coverage import coverage_renderable
 
-    model = models.get(None)
+    model = current_model()
     profile = model.load_profile(default_profile(profile_name))
     chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
     if not chosen:

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracediff import model as models
 from tracediff.model import DecisionModel
+from tracediff.project import current_model
 
 
 def readable(record: Any, model: DecisionModel | None = None) -> Any:
     """``record`` with every typed table as rows and any other ``bytes`` as hex text;
     ``model``: the record's (default: the default model)."""
     if isinstance(record, dict) and "t" in record:
-        record = (model or models.get(None)).as_rows(record)
+        record = (model or current_model()).as_rows(record)
     return _without_bytes(record)
 
 

@@ -1,1 +1,156 @@
-"""Decision models: the engines tracediff can test, each behind the model seam (tracediff.model)."""
+"""Decision models: the engines tracediff can test, each behind the model seam.
+
+The seam itself (the :class:`~tracediff.model.DecisionModel` protocol, the registry) is
+:mod:`tracediff.model`; the core never imports this package. A model lives in a package of
+its own (``tracediff.models.specdec`` is the built-in one; a user's is anywhere, registered
+through the ``tracediff.models`` entry point group) and may build on :class:`BaseModel`,
+which gives every part of the protocol a small model can do without a plain default
+(docs/models.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracediff.errors import UsageError
+from tracediff.model import DECISION, Clause, Record
+
+
+class BaseModel:
+    """Defaults for the parts of :class:`DecisionModel` a small model can leave out.
+
+    Subclass it and give the required parts (names, implementations, scenarios, profiles,
+    ``drive``, the search and coverage members); every method here is a plain default a
+    model overrides when it has more to say. Records are shown and compared as they are
+    (no column-stored tables), every field of a record is a choice, there is no process
+    protocol for ``exec:`` implementations and no older trace format.
+    """
+
+    checked_impls: Mapping[str, str] = {}
+    choice_fields: Mapping[str, frozenset[str]] = {}  # none listed: every field is a choice
+    commands: Mapping[str, str] = {}
+    spec = "its docs"
+    informational: frozenset[str] = frozenset()
+    clauses: Sequence[Clause] = ()
+
+    name: str = ""
+    methods: tuple[str, ...] = ()
+    decide: str = DECISION
+
+    def private_copy(self, scenario: Any) -> Any:
+        return copy.deepcopy(scenario)
+
+    def relabel(self, scenario: Any, profile: str) -> Any:
+        return dataclasses.replace(scenario, profile=profile)
+
+    def cell(self, scenario: Any) -> tuple[Any, ...]:
+        return ()
+
+    def data_dir(self, kind: str) -> Path | None:
+        return None
+
+    def exec_factory(self, name: str, target: str) -> Any:
+        raise UsageError(
+            f"implementation {name!r}: the model {self.name!r} has no process protocol, so "
+            "exec: implementations cannot run under it; name a Python implementation"
+        )
+
+    def check_record(self, record: Record, number: int) -> None:
+        from tracediff.errors import SchedulerFault
+
+        if not isinstance(record, dict) or record.get("t") != DECISION:
+            raise SchedulerFault(f"plan {number}: malformed plan record: {record!r:.80}")
+
+    def engine_files(self) -> tuple[str, ...]:
+        # ``drive`` is this class's method: the frame after it is the implementation's call
+        return (inspect.getfile(type(self)),)
+
+    def state_event(
+        self, method: str, args: tuple[Any, ...], result: Any, index: int
+    ) -> tuple[str, int]:
+        if method == self.decide:
+            number = result.get("plan") if isinstance(result, dict) else None
+            return f"plan {number}", index
+        return f"{method}()", index
+
+    def trace_checker(self, header: Mapping[str, Any], name: str) -> Any:
+        return GenericChecker(self, header, name)
+
+    def rows_view(self, record: Record) -> Record:
+        return record
+
+    def as_rows(self, record: Record) -> Record:
+        return record
+
+    def labelled(self, record: Record, columns: Mapping[str, Sequence[str]]) -> Any:
+        return record
+
+    def scenario_rows(self, scenario: Any) -> list[tuple[str, str]]:
+        size: Callable[[Any], int] = getattr(self, "size")  # noqa: B009 - the subclass's
+        return [("size", str(size(scenario)))]
+
+    def decision_kind(self, record: Record) -> str:
+        return DECISION
+
+    def upgrade_trace(self, path: str, output: str | None) -> Any:
+        raise UsageError(f"the model {self.name!r} has one trace format; nothing to upgrade")
+
+    def validate(self, scenario: Any) -> None:
+        return None
+
+    def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
+        return {}
+
+    def observed_coverage(
+        self, scenario: Any, impl: str
+    ) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:
+        return None
+
+    def replay_input(self, impl: Any, record: Record, scenario: Any) -> list[Record] | None:
+        """Apply one recorded input record to ``impl`` (replay); returns the decision
+        records the call owes the trace next (often none), or None when ``record`` is no
+        input of this model."""
+        return None
+
+    def replay(self, reader: Any, spec: Any, *, until: int | None, want_state: bool) -> Any:
+        from tracediff.replay import replay_generic
+
+        return replay_generic(self, reader, spec, until=until, want_state=want_state)
+
+
+class GenericChecker:
+    """A trace checker for a model without a schema of its own: the header holds the
+    model's scenario and every record is a map with a string ``t`` and an integer clock
+    ``now`` that never goes back."""
+
+    def __init__(self, model: Any, header: Mapping[str, Any], name: str) -> None:
+        from tracediff.errors import ScenarioError, TraceFormatError
+
+        self.name = name
+        try:
+            self.scenario = model.scenario_from_dict(header.get("scenario"))
+        except (ScenarioError, TypeError, ValueError, AttributeError) as exc:
+            raise TraceFormatError(
+                name, f"header: scenario is unusable: {exc}", offset=None, record=0
+            ) from None
+        self._now = 0
+
+    def check(self, record: Any, *, offset: int | None, index: int) -> None:
+        from tracediff.errors import TraceFormatError
+
+        now: Any = record.get("now") if isinstance(record, dict) else None
+        problem = None
+        if not isinstance(record, dict) or not isinstance(record.get("t"), str):
+            problem = "a record is not a map with a string type 't'"
+        elif not isinstance(now, int) or isinstance(now, bool):
+            problem = f"{record['t']} record has no integer clock 'now'"
+        elif now < self._now:
+            problem = f"{record['t']} record at {now} goes back in time (after {self._now})"
+        if problem is not None:
+            raise TraceFormatError(self.name, problem, offset=offset, record=index)
+        self._now = now

@@ -63,6 +63,7 @@ from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
 from tracediff.model import DecisionModel, Scenario
+from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.running.state import first_state_difference
@@ -111,7 +112,7 @@ def raised_in(exc: BaseException, model: DecisionModel | None = None) -> str:
     and engine are). Which plan or record it happened at is left out on purpose: one bug,
     one signature.
     """
-    driver_file, *engine_dirs = (model or models.get(None)).engine_files()
+    driver_file, *engine_dirs = (model or current_model()).engine_files()
     frames = traceback.extract_tb(exc.__traceback__)
     at = None
     for position, frame in enumerate(frames):

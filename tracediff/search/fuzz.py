@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import tracediff.model
 from tracediff.executor import Executor
+from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec
 from tracediff.running.runner import IDENTICAL, ScenarioResult
 from tracediff.search.shrink import (
@@ -101,7 +102,7 @@ def fuzz(
     from hypothesis import HealthCheck, Phase, find, settings, target
     from hypothesis.errors import NoSuchExample
 
-    chosen = tracediff.model.get(None) if model is None else model
+    chosen = current_model() if model is None else model
     if len(specs) < 2:
         raise ValueError("fuzzing needs at least two implementations")
     started = time.monotonic()

@@ -1,0 +1,158 @@
+"""The toy model (tests/toymodel/toy_model.py) plugged in as a user would: an installed
+distribution's ``tracediff.models`` entry point, found on the import path, selected by the
+project's ``[tool.tracediff] model``. Every command runs on it in a project of its own, in
+a fresh process, with nothing of the speculative-decoding scheduler in its scenarios.
+
+The toy's ``optimized`` breaks ties by arrival instead of by id, so it diverges from the
+reference on some seeds; ``fast`` decides exactly as the reference.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOY = Path(__file__).resolve().parent / "toymodel"
+PYPROJECT = """\
+[tool.tracediff]
+model = "toy"
+impls = ["reference", "fast"]
+"""
+DIVERGING = ["--impl", "reference", "--impl", "optimized"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    return tmp_path
+
+
+def td(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(TOY)  # the toy's module and its dist-info (the entry point)
+    env.pop("TRACEDIFF_REGRESSIONS", None)  # the project's own corpus
+    env.pop("TRACEDIFF_MODEL", None)
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_entry_point_registers_the_model_and_the_project_selects_it(project: Path) -> None:
+    done = td(project, "models", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["toy"]["in_effect"] and not rows["specdec"]["in_effect"]
+    assert rows["toy"]["impls"] == "reference, fast, optimized"
+    bad = td(project, "--model", "nope", "run")
+    assert bad.returncode == 2 and "unknown model 'nope'" in bad.stderr
+
+
+def test_run_is_identical_for_fast_and_finds_the_tie_break_of_optimized(project: Path) -> None:
+    same = td(project, "run", "--json", "a.json")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "identical: 20 scenarios" in same.stdout
+    again = td(project, "run", "--json", "b.json")
+    assert again.returncode == 0
+    digests = [
+        [
+            [i["digest"] for i in s["impls"]]
+            for s in json.loads((project / n).read_text())["results"]
+        ]
+        for n in ("a.json", "b.json")
+    ]
+    assert digests[0] == digests[1]  # same inputs, same bytes
+    diverged = td(project, "run", *DIVERGING)
+    assert diverged.returncode == 1
+    assert "FINDINGS: 8 of 20 scenarios" in diverged.stdout
+    assert "pick" in diverged.stdout and "decision" in diverged.stdout
+
+
+def test_record_diff_show_and_replay_read_the_toy_trace(project: Path) -> None:
+    for impl, name in (("reference", "a.trace"), ("optimized", "b.trace")):
+        done = td(project, "record", "--seed", "3", "--impl", impl, "-o", name)
+        assert done.returncode == 0, done.stderr
+    diff = td(project, "diff", "a.trace", "b.trace")
+    assert diff.returncode == 1
+    assert "first difference at record 10 (plan 3): decision" in diff.stdout
+    # the trace names its model: it reads as a toy trace whatever model is in effect
+    show = td(project, "--model", "specdec", "show", "a.trace")
+    assert show.returncode == 0, show.stderr
+    assert "toy_model:Reference" in show.stdout and "plan records" in show.stdout
+    plan = td(project, "show", "a.trace", "--plan", "2")
+    assert json.loads(plan.stdout) == {"t": "plan", "plan": 2, "now": 2, "pick": 2, "left": 0}
+    assert td(project, "replay", "a.trace", "--impl", "fast").returncode == 0
+    mismatch = td(project, "replay", "a.trace", "--impl", "optimized")
+    assert mismatch.returncode == 1
+    assert "MISMATCH at record 10 (plan 3" in mismatch.stdout and "pick" in mismatch.stdout
+
+
+def test_shrink_saves_a_toy_regression_that_the_gate_replays(project: Path) -> None:
+    done = td(project, "shrink", "--seed", "3", *DIVERGING, "--save")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "shrunk scenario: 3 jobs" in done.stdout
+    saved = list((project / "scenarios" / "regressions").glob("*.json"))
+    assert len(saved) == 1
+    document = json.loads(saved[0].read_text())
+    assert document["model"] == "toy" and len(document["jobs"]) == 3
+    failing = td(project, "gate", *DIVERGING)
+    assert failing.returncode == 1
+    assert "regressions" in failing.stdout and "FAIL" in failing.stdout.upper()
+    passing = td(project, "gate")
+    assert passing.returncode == 0, passing.stdout
+    assert "1 scenario identical" in passing.stdout
+
+
+def test_golden_digests_of_the_toy_are_written_checked_and_gated(project: Path) -> None:
+    assert td(project, "golden", "update").returncode == 0
+    assert td(project, "golden", "accept").returncode == 0
+    manifest = json.loads((project / "golden" / "quick.json").read_text())
+    assert len(manifest["scenarios"]) == 20 and manifest["impl"] == "fast"
+    ok = td(project, "golden", "check")
+    assert ok.returncode == 0 and "matches all 20 digests" in ok.stdout
+    assert td(project, "golden", "check", "--impl", "optimized").returncode == 1
+    gate = td(project, "gate")
+    assert gate.returncode == 0, gate.stdout
+    assert "all good" in gate.stdout
+
+
+def test_coverage_counts_the_toy_features_and_clauses(project: Path) -> None:
+    done = td(project, "coverage", "--json", "c.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((project / "c.json").read_text())
+    features = {f["name"]: f["scenarios"] for f in report["features"]}
+    clauses = {c["name"]: c["scenarios"] for c in report["clauses"]}
+    assert set(features) == {"queue", "tie"} and set(clauses) == {"shortest", "lowest-id"}
+    assert all(count > 0 for count in (*features.values(), *clauses.values()))
+
+
+def test_a_campaign_and_fuzz_find_the_divergence(project: Path) -> None:
+    campaign = td(project, "campaign", "--out", "c", "--seeds", "0..30", *DIVERGING)
+    assert campaign.returncode == 1
+    assert "FINDINGS: 8 of 31 scenarios" in campaign.stdout
+    assert td(project, "campaign", "--out", "d", "--seeds", "0..30").returncode == 0
+    fuzz = td(project, "fuzz", *DIVERGING)
+    assert fuzz.returncode == 1 and "DIVERGED" in fuzz.stdout
+
+
+def test_the_toy_model_uses_only_the_public_seam() -> None:
+    """What a user's model may import of tracediff: the seam, the model base, the errors."""
+    tree = ast.parse((TOY / "toy_model.py").read_text(encoding="utf-8"))
+    imported = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tracediff")
+    }
+    assert imported == {"tracediff.model", "tracediff.models", "tracediff.errors"}
