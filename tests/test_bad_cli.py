@@ -34,6 +34,7 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("live", ["live", "--requests", "-1"], "--requests must be at least 1"),
     ("init", ["init", "--bogus"], "No such option '--bogus'"),
     ("impls", ["impls", "--bogus"], "No such option '--bogus'"),
+    ("models", ["models", "--bogus"], "No such option '--bogus'"),
     ("run", ["run", "--timeout", "1e300"], "at most a week"),
     ("run", ["run", "--seeds", HUGE], "is too large"),
     ("run", ["run", "--seeds", "0..9999999,10000000..19999999"], "is too large"),

@@ -188,6 +188,9 @@ class DecisionModel(Protocol):
     def decision_kind(self, record: Record) -> str:
         """A short name for what a decision did, counted in a trace summary."""
 
+    def decision_summary(self, record: Record) -> str:
+        """One line saying what a decision record decided (``replay --until``)."""
+
     # -- coverage --------------------------------------------------------------------
     @property
     def features(self) -> tuple[str, ...]:

@@ -104,7 +104,11 @@ def replay(
                 style="bold green",
             )
         if result.plan_record is not None:
-            console.print(_plan_summary(result.plan_record), markup=False)
+            from tracediff.trace import TraceReader
+            from tracediff.trace.checked import trace_model
+
+            summary = trace_model(TraceReader(trace)).decision_summary(result.plan_record)
+            console.print(summary, markup=False)
     elif result.status == MISMATCH:
         assert result.mismatch is not None
         m = result.mismatch
@@ -200,20 +204,3 @@ def _replay_pair(
 def _short(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 3] + "..."
-
-
-def _plan_summary(record: dict[str, Any]) -> str:
-    round_ = record.get("round")
-    if round_ is None:
-        decided = "no round"
-    else:
-        lanes = " ".join(f"{lane[0]}:{lane[2]}" for lane in round_[6]) if len(round_) > 6 else ""
-        decided = (
-            f"{round_[0]} round, kind {round_[1]}, b_pad {round_[2]}, width {round_[3]}, "
-            f"lanes (request:prefix) {lanes or '-'}"
-        )
-    return (
-        f"plan {record.get('plan')} at {record.get('now')} µs: "
-        f"{len(record.get('candidates', []))} candidates, "
-        f"{len(record.get('pruned', []))} pruned, winner {record.get('winner')}, {decided}"
-    )

@@ -22,6 +22,8 @@ def round_mark(record: Mapping[str, Any], columns: Mapping[str, Sequence[str]]) 
     plan, now = record.get("plan"), record.get("now")
     if not isinstance(plan, int) or not isinstance(now, int):
         return None
+    if "round" not in record:
+        return None  # a model whose decisions are not rounds: no timeline
     row = record.get("round")
     if row is None:
         return RoundMark(plan, now, "", 0, 0, 0, 0, False)

@@ -97,6 +97,10 @@ class BaseModel:
     def decision_kind(self, record: Record) -> str:
         return DECISION
 
+    def decision_summary(self, record: Record) -> str:
+        fields = ", ".join(f"{k} {v}" for k, v in record.items() if k not in ("t", "plan", "now"))
+        return f"plan {record.get('plan')} at {record.get('now')}: {fields}"
+
     def upgrade_trace(self, path: str, output: str | None) -> Any:
         raise UsageError(f"the model {self.name!r} has one trace format; nothing to upgrade")
 

@@ -161,6 +161,11 @@ class SpecDecModel:
 
         return decision_kind(record)
 
+    def decision_summary(self, record: Record) -> str:
+        from tracediff.models.specdec.present import decision_summary
+
+        return decision_summary(record)
+
     # -- coverage --------------------------------------------------------------------
     @property
     def features(self) -> tuple[str, ...]:

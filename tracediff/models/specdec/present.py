@@ -55,3 +55,21 @@ def decision_kind(record: Mapping[str, Any]) -> str:
     source (winner, probe, refresh), or none."""
     round_ = record.get("round")
     return "none" if round_ is None else str(round_[0])
+
+
+def decision_summary(record: Mapping[str, Any]) -> str:
+    """A plan record in one line: its tables' sizes, the winner and the round it runs."""
+    round_ = record.get("round")
+    if round_ is None:
+        decided = "no round"
+    else:
+        lanes = " ".join(f"{lane[0]}:{lane[2]}" for lane in round_[6]) if len(round_) > 6 else ""
+        decided = (
+            f"{round_[0]} round, kind {round_[1]}, b_pad {round_[2]}, width {round_[3]}, "
+            f"lanes (request:prefix) {lanes or '-'}"
+        )
+    return (
+        f"plan {record.get('plan')} at {record.get('now')} µs: "
+        f"{len(record.get('candidates', []))} candidates, "
+        f"{len(record.get('pruned', []))} pruned, winner {record.get('winner')}, {decided}"
+    )
