@@ -9,6 +9,7 @@ Imports are lazy so that listing models costs nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -88,9 +89,7 @@ class SpecDecModel:
         return factory_for(name, target)
 
     def check_record(self, record: Record, number: int) -> None:
-        from tracediff.models.specdec.engine.driver import check_plan
-
-        check_plan(record, number)
+        _hot().check_plan(record, number)  # once per plan record: no import on the way
 
     def engine_files(self) -> tuple[str, ...]:
         return (
@@ -140,9 +139,7 @@ class SpecDecModel:
         return replay_trace(reader, spec, until=until, want_state=want_state, model=self)
 
     def rows_view(self, record: Record) -> Record:
-        from tracediff.models.specdec.sched.record import rows_view
-
-        result: Record = rows_view(record)
+        result: Record = _hot().rows_view(record)
         return result
 
     # -- presenting -------------------------------------------------------------------
@@ -230,6 +227,18 @@ class SpecDecModel:
         from tracediff.models.specdec.search import fuzz_targets
 
         return fuzz_targets(scenario)
+
+
+@functools.cache
+def _hot() -> Any:
+    """The functions called once per record, imported once (the model itself loads lazily,
+    so that listing models or commands imports no scheduler)."""
+    from types import SimpleNamespace
+
+    from tracediff.models.specdec.engine.driver import check_plan
+    from tracediff.models.specdec.sched.record import rows_view
+
+    return SimpleNamespace(check_plan=check_plan, rows_view=rows_view)
 
 
 MODEL = SpecDecModel()
