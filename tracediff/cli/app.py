@@ -17,8 +17,8 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -297,25 +297,6 @@ def resolve_impls(
     return specs
 
 
-def equivalence_options(function: Any) -> Any:
-    """``--equivalence`` and ``--ulps``, shared by every command that compares records."""
-    function = click.option(
-        "--ulps",
-        type=int,
-        default=None,
-        metavar="N",
-        help="With --equivalence decisions: how many ULPs a float may differ by (default 0).",
-    )(function)
-    return click.option(
-        "--equivalence",
-        type=click.Choice(["bytes", "decisions"]),
-        default="bytes",
-        show_default=True,
-        help="bytes: records must be byte-identical. decisions: every decision field equal and "
-        "floats within --ulps ULPs; reported as such, never as byte identity.",
-    )(function)
-
-
 def resolve_equivalence(mode: str, ulps: int | None) -> Any:
     from tracediff.compare.equivalence import DECISIONS, Equivalence
 
@@ -324,14 +305,15 @@ def resolve_equivalence(mode: str, ulps: int | None) -> Any:
     return Equivalence(mode, ulps or 0)
 
 
-def resolve_scenarios(profile_name: str | None, seeds_text: str | None) -> list[Any]:
+def resolve_scenarios(profile_name: str | None, seeds: Sequence[int] | None) -> list[Any]:
+    """The scenarios of a profile, or of the given seeds of it (``--seeds``, parsed by
+    tracediff.cli.params.SeedSet)."""
     from tracediff.cli.settings import profile as default_profile
     from tracediff.project import current_model
-    from tracediff.project.seeds import parse_seeds
 
     model = current_model()
     profile = model.load_profile(default_profile(profile_name))
-    seeds = parse_seeds(seeds_text) if seeds_text is not None else profile.seeds
+    seeds = tuple(seeds) if seeds is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     return [model.generate(profile, seed) for seed in seeds]
@@ -348,22 +330,6 @@ def check_output_file(path: str | None, flag: str) -> None:
 
 
 STDOUT = "-"
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def json_to_option(what: str) -> Callable[[F], F]:
-    """``--json [FILE]`` for commands whose JSON is their whole answer: to FILE, or to
-    standard output when FILE is ``-`` or left out (the one convention: ``--json FILE``)."""
-    option: Callable[[F], F] = click.option(
-        "--json",
-        "json_path",
-        is_flag=False,
-        flag_value=STDOUT,
-        default=None,
-        metavar="[FILE]",
-        help=f"{what} as JSON, written to FILE (standard output when FILE is - or omitted).",
-    )
-    return option
 
 
 def emit_json(path: str, text: str) -> None:
@@ -376,11 +342,6 @@ def emit_json(path: str, text: str) -> None:
     write_text_atomic(path, text if text.endswith("\n") else text + "\n")
 
 
-def check_json_target(path: str | None) -> None:
-    if path is not None and path != STDOUT:
-        check_output_file(path, "--json")
-
-
 def check_output_dir(path: str | None, flag: str) -> None:
     """Create a directory the command will write into, or fail now (exit 2)."""
     if path is not None and not path.strip():
@@ -389,25 +350,6 @@ def check_output_dir(path: str | None, flag: str) -> None:
         from tracediff.atomic import ensure_directory
 
         ensure_directory(path, flag)
-
-
-EXECUTOR_HELP = (
-    "Where scenarios run: local (worker processes here, -j of them), dask://HOST:PORT (a "
-    "running Dask scheduler) or dask-local:N (a Dask cluster of N processes here). Dask needs "
-    "the optional extra tracediff[dask]."
-)
-
-
-def executor_option(function: Any) -> Any:
-    """The ``--executor`` option every command that runs scenarios takes."""
-    return click.option(
-        "--executor",
-        "executor_text",
-        default="local",
-        show_default=True,
-        metavar="SPEC",
-        help=EXECUTOR_HELP,
-    )(function)
 
 
 def resolve_executor(text: str) -> Any:
@@ -426,8 +368,6 @@ def resolve_executor(text: str) -> Any:
     return spec
 
 
-# A scenario's seed (--seed): what the profiles' seed sets allow (parse_seeds).
-SEED = click.IntRange(0, 2**53 - 1)
 MAX_JOBS = 1024  # worker processes; far beyond any machine's cores, short of a fork bomb
 MAX_SECONDS = 7 * 24 * 3600  # a time limit beyond a week is a typo (and overflows timers)
 MAX_MEMORY_MB = 2**30  # 1 PiB of address space: the most RLIMIT_AS can be told in MB here

@@ -13,8 +13,6 @@ from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
     check_context,
-    check_output_file,
-    executor_option,
     exit_interrupted,
     main,
     make_console,
@@ -22,25 +20,32 @@ from tracediff.cli.app import (
     resolve_impls,
     resolve_jobs,
 )
+from tracediff.cli.params import (
+    executor_option,
+    impl_option,
+    json_file_option,
+    profile_option,
+    seeds_option,
+    timeout_option,
+)
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
 from tracediff.project import current_model
+from tracediff.project.seeds import MAX_CAMPAIGN_SEEDS
 
 REPORT_NAME = "report.json"
 
 
 @main.group(invoke_without_command=True)
-@click.option("--profile", "profile_name", default=None,
-              help="Seed-set profile (default: the configured profile, else quick).")  # fmt: skip
-@click.option("--seeds", default=None, help="Seed range: 0..999999 (default: the profile's).")
-@click.option("--impl", "impls", multiple=True, help="Implementation (repeat; default: the "
-              "configured impls, else reference, optimized).")  # fmt: skip
+@profile_option()
+@seeds_option("Seed range: 0..999999 (default: the profile's).", limit=MAX_CAMPAIGN_SEEDS)
+@impl_option("Implementation (repeat; default: the configured impls, else reference, "
+             "optimized).")  # fmt: skip
 @click.option("--check", is_flag=True, help="Run optimized in check mode.")
 @click.option("-j", "--jobs", type=int, default=None, help="Local worker processes.")
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="The campaign directory: its store, report.json. Rerun to resume.")  # fmt: skip
-@click.option("--timeout", "timeout_s", type=float, default=None,
-              help="Per-scenario limit (s; default: the configured one, else none).")  # fmt: skip
+@timeout_option("Per-scenario limit (s; default: the configured one, else none).")
 @click.option("--memory-limit", "memory_limit_mb", type=int, default=None, metavar="MB",
               help="Address-space limit of each worker process.")  # fmt: skip
 @click.option("--max-failures", type=int, default=None, metavar="N",
@@ -56,7 +61,7 @@ REPORT_NAME = "report.json"
 def campaign(
     ctx: click.Context,
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     impls: tuple[str, ...],
     check: bool,
     jobs: int | None,
@@ -82,7 +87,6 @@ def campaign(
     from tracediff.cli import settings
     from tracediff.cli.run import check_flags
     from tracediff.executor import open_executor
-    from tracediff.project.seeds import MAX_CAMPAIGN_SEEDS, parse_seeds
 
     if out is not None and not out.strip():
         raise UsageError("--out: the path is empty; give a directory")
@@ -103,7 +107,7 @@ def campaign(
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     spec = resolve_executor(executor_text)
     profile = current_model().load_profile(profile_name)
-    chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
+    chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     options = CampaignOptions(
@@ -129,16 +133,13 @@ def campaign(
 
 @campaign.command("report")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the findings as a JSON report (tracediff diff --load reads "
-              "it).")  # fmt: skip
+@json_file_option("Also write the findings as a JSON report (tracediff diff --load reads it).")
 def report_command(directory: str, json_path: str | None) -> None:
     """Render a campaign's summary, signatures, throughput and findings again.
 
     Exit 0 when it holds no findings, 1 when it does."""
     from tracediff.campaign.store import CampaignStore
 
-    check_output_file(json_path, "--json")
     with CampaignStore.open(directory) as store:
         identity = store.identity
     if identity.get("mode") == "coverage":
@@ -160,7 +161,7 @@ def report_command(directory: str, json_path: str | None) -> None:
 
 def _coverage_campaign(
     profile_name: str,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     impls: tuple[str, ...],
     check: bool,
     jobs: int | None,
@@ -172,14 +173,13 @@ def _coverage_campaign(
     """``campaign --coverage``: see :mod:`tracediff.campaign.coverage`. Exits."""
     from tracediff.campaign.coverage import CoverageCampaignOptions, run_coverage_campaign
     from tracediff.executor import open_executor
-    from tracediff.project.seeds import MAX_CAMPAIGN_SEEDS, parse_seeds
 
     (spec,) = resolve_impls(impls[:1], check, ("reference",))
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
     executor_spec = resolve_executor(executor_text)
     profile = current_model().load_profile(profile_name)
-    chosen = parse_seeds(seeds, MAX_CAMPAIGN_SEEDS) if seeds is not None else profile.seeds
+    chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
     options = CoverageCampaignOptions(profile, chosen, spec.name, out, timeout_s)

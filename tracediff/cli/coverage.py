@@ -10,40 +10,26 @@ import click
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    check_output_file,
-    executor_option,
     main,
     make_console,
     resolve_executor,
     resolve_jobs,
 )
+from tracediff.cli.params import executor_option, json_file_option, profile_option, seeds_option
 from tracediff.errors import UsageError
 from tracediff.project import current_model
 
 
 @main.command()
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="Seed-set profile (default: the configured profile, else quick).",
-)
-@click.option(
-    "--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7, 0..9,20."
-)
+@profile_option()
+@seeds_option("Seeds instead of the profile's: 0..1055, 3,7, 0..9,20.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores).")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the report as JSON to this file (per feature and per scenario).",
-)
+@json_file_option("Also write the report as JSON to this file (per feature and per scenario).")
 @executor_option
 @click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def coverage(
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     jobs: int | None,
     json_path: str | None,
     executor_text: str,
@@ -60,15 +46,13 @@ def coverage(
     from tracediff.campaign.clauses import coverage_to_dict
     from tracediff.cli.heartbeat import Counter, heartbeat
     from tracediff.cli.settings import profile as default_profile
-    from tracediff.project.seeds import parse_seeds
     from tracediff.report.coverage import coverage_renderable
 
     model = current_model()
     profile = model.load_profile(default_profile(profile_name))
-    chosen = parse_seeds(seeds) if seeds is not None else profile.seeds
+    chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
-    check_output_file(json_path, "--json")
     from tracediff.executor import open_executor
 
     spec = resolve_executor(executor_text)

@@ -19,6 +19,7 @@ from tracediff.cli.app import (
     resolve_impls,
 )
 from tracediff.cli.output import text_console
+from tracediff.cli.params import impl_option
 from tracediff.cli.shrink_options import (
     DEFAULT_IMPLS,
     DEFAULT_SHRINK_EVALUATIONS,
@@ -35,12 +36,7 @@ from tracediff.report.describe import plural
 
 
 @main.command()
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementations to compare (repeat; default reference and optimized).",
-)
+@impl_option("Implementations to compare (repeat; default reference and optimized).")
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
     "--max-examples",

@@ -26,10 +26,7 @@ from tracediff.cli.app import (
     EXIT_OK,
     EXIT_USAGE,
     check_context,
-    check_output_file,
     check_seconds,
-    equivalence_options,
-    executor_option,
     exit_interrupted,
     main,
     make_console,
@@ -39,6 +36,16 @@ from tracediff.cli.app import (
     resolve_impls,
     resolve_jobs,
     resolve_scenarios,
+)
+from tracediff.cli.params import (
+    OutputFile,
+    equivalence_options,
+    executor_option,
+    impl_option,
+    json_file_option,
+    profile_option,
+    seeds_option,
+    timeout_option,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport, ScenarioOutcome
 from tracediff.errors import UsageError
@@ -51,19 +58,11 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
 
 
 @main.command()
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="Seed-set profile (default: the configured profile, else quick).",
-)
-@click.option("--seeds", default=None, help="Seeds instead of the profile's: 0..71, 3,7.")
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementation (built-in name or package.module:attr); repeat. The first is the "
-    "baseline. Default: the configured impls, else reference and optimized.",
+@profile_option()
+@seeds_option("Seeds instead of the profile's: 0..71, 3,7.")
+@impl_option(
+    "Implementation (built-in name or package.module:attr); repeat. The first is the "
+    "baseline. Default: the configured impls, else reference and optimized."
 )
 @click.option("--check", is_flag=True, help="Run optimized in check mode.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores).")
@@ -89,21 +88,15 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
 @click.option(
     "--golden", "golden_alias", default=None, hidden=True, help="Old name of --golden-dir."
 )
-@click.option(
-    "--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML here."
-)
+@click.option("--junit", "junit_path", type=OutputFile(), help="Write JUnit XML here.")
 @click.option(
     "--markdown",
     "markdown_path",
-    type=click.Path(dir_okay=False),
+    type=OutputFile(),
     help=f"Markdown summary here (also appended to ${STEP_SUMMARY_ENV} when it is set).",
 )
-@click.option(
-    "--html", "html_path", type=click.Path(dir_okay=False), help="Write the HTML report here."
-)
-@click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), help="JSON report here (diff --load)."
-)
+@click.option("--html", "html_path", type=OutputFile(), help="Write the HTML report here.")
+@json_file_option("JSON report here (diff --load).")
 @click.option(
     "--artifacts",
     default=None,
@@ -112,13 +105,9 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
     help="Diverging traces and report.json are kept here, only when there are findings "
     "(default: $TRACEDIFF_ARTIFACTS, the configured directory, else ./artifacts).",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=None,
-    help="Per-scenario time limit in seconds; a scenario over it is a finding (default: the "
-    "configured timeout, else none).",
+@timeout_option(
+    "Per-scenario time limit in seconds; a scenario over it is a finding (default: the "
+    "configured timeout, else none)."
 )
 @click.option(
     "--context",
@@ -133,7 +122,7 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
 @click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
 def gate(
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     impls: tuple[str, ...],
     check: bool,
     jobs: int | None,
@@ -162,7 +151,7 @@ def gate(
 
     check_context(context)
     timeout_s = settings.timeout(timeout_s)
-    check_seconds(timeout_s, "--timeout")
+    check_seconds(timeout_s, "--timeout")  # the configured one: the flag's is checked
     compare_as = resolve_equivalence(equivalence, ulps)
     if golden_dir is not None and golden_alias is not None:
         raise UsageError("give --golden-dir once (--golden is its old name)")
@@ -172,13 +161,6 @@ def gate(
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     job_count = resolve_jobs(jobs)
     executor_spec = resolve_executor(executor_text)
-    for path, flag in (
-        (junit_path, "--junit"),
-        (markdown_path, "--markdown"),
-        (html_path, "--html"),
-        (json_path, "--json"),
-    ):
-        check_output_file(path, flag)
     artifacts_dir = settings.artifacts(artifacts)
     if Path(artifacts_dir).exists() and not Path(artifacts_dir).is_dir():
         raise UsageError(f"--artifacts {artifacts_dir} exists and is not a directory")

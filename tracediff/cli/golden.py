@@ -14,13 +14,7 @@ from rich.table import Table
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    check_json_target,
-    check_output_file,
-    check_seconds,
     emit_json,
-    equivalence_options,
-    executor_option,
-    json_to_option,
     main,
     resolve_equivalence,
     resolve_executor,
@@ -28,6 +22,16 @@ from tracediff.cli.app import (
     resolve_jobs,
 )
 from tracediff.cli.output import MAX_LISTED, progress_bar, text_console
+from tracediff.cli.params import (
+    equivalence_options,
+    executor_option,
+    impl_option,
+    json_file_option,
+    json_to_option,
+    profile_option,
+    seeds_option,
+    timeout_option,
+)
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
@@ -71,45 +75,34 @@ def _artifacts(given: str | None) -> str:
     return settings.artifacts(given)
 
 
+PENDING_PROFILES = "Default: every pending profile."
+
+
 @main.group()
 def golden() -> None:
     """Golden digests of the reference: check, update, review, accept, reject."""
 
 
 @golden.command("check")
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="Seed-set profile (default: the configured profile, else quick).",
-)
-@click.option("--seeds", default=None, help="Check only these seeds of the profile: 0..71, 3,7.")
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="The implementation to check (run alone) against the manifest; repeat to check "
+@profile_option()
+@seeds_option("Check only these seeds of the profile: 0..71, 3,7.")
+@impl_option(
+    "The implementation to check (run alone) against the manifest; repeat to check "
     "several. Default: the configured candidates ([tool.tracediff] impls after the "
-    "baseline), else reference.",
+    "baseline), else reference."
 )
 @click.option("--check", "check_mode", is_flag=True, help="Check mode for optimized.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
+@timeout_option("Per-scenario limit (s).")
 @golden_dir_option
 @artifacts_option
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the outcome as JSON to this file.",
-)
+@json_file_option("Also write the outcome as JSON to this file.")
 @executor_option
 @equivalence_options
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def check_command(
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     impls: tuple[str, ...],
     check_mode: bool,
     jobs: int | None,
@@ -130,15 +123,12 @@ def check_command(
     from tracediff.cli import settings
     from tracediff.executor import open_executor
     from tracediff.golden import MISSING, check
-    from tracediff.project.seeds import parse_seeds
 
     compare_as = resolve_equivalence(equivalence, ulps)
-    check_seconds(timeout_s, "--timeout")
-    check_output_file(json_path, "--json")
     chosen_impls, why = settings.candidates(impls)
     specs = resolve_impls(chosen_impls, check_mode, ("reference",))
     profile_name = settings.profile(profile_name)
-    chosen = parse_seeds(seeds) if seeds is not None else None
+    chosen = seeds
     size = len(chosen) if chosen is not None else _profile_size(profile_name)
     executor_spec = resolve_executor(executor_text)
     source = settings.golden_source(golden_dir)
@@ -210,19 +200,12 @@ def _print_check(console: Console, spec: Any, outcome: Any) -> bool:
 
 
 @golden.command("update")
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="Seed-set profile (default: the configured profile, else quick).",
-)
-@click.option(
-    "--impl",
-    "impl",
-    default=None,
-    help="Whose digests the manifest holds. Default: the configured candidate "
+@profile_option()
+@impl_option(
+    "Whose digests the manifest holds. Default: the configured candidate "
     "([tool.tracediff] impls after the baseline; the first when there are several), else "
     "reference.",
+    multiple=False,
 )
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
 @golden_dir_option
@@ -341,7 +324,7 @@ def _seeds(seeds: tuple[int, ...]) -> str:
 
 
 @golden.command("review")
-@click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
+@profile_option(PENDING_PROFILES)
 @golden_dir_option
 @artifacts_option
 @json_to_option("The changes")
@@ -349,7 +332,6 @@ def review_command(
     profile_name: str | None, golden_dir: str | None, artifacts: str | None, json_path: str | None
 ) -> None:
     """Show what the pending golden files change: seeds added, removed, digests changed."""
-    check_json_target(json_path)
     golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import review
 
@@ -368,7 +350,7 @@ def review_command(
 
 
 @golden.command("accept")
-@click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
+@profile_option(PENDING_PROFILES)
 @golden_dir_option
 def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
     """Move the pending golden files into place (refused with CI=true)."""
@@ -385,7 +367,7 @@ def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
 
 
 @golden.command("reject")
-@click.option("--profile", "profile_name", default=None, help="Default: every pending profile.")
+@profile_option(PENDING_PROFILES)
 @golden_dir_option
 @artifacts_option
 def reject_command(profile_name: str | None, golden_dir: str | None, artifacts: str | None) -> None:

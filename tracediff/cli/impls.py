@@ -6,7 +6,8 @@ import json
 
 from rich.table import Table
 
-from tracediff.cli.app import check_json_target, emit_json, json_to_option, main, make_console
+from tracediff.cli.app import emit_json, main, make_console
+from tracediff.cli.params import json_to_option
 
 
 @main.command("impls")
@@ -16,7 +17,6 @@ def impls_command(json_path: str | None) -> None:
     tracediff.implementations), and how to name an external exec: one."""
     from tracediff.project.impls import listing
 
-    check_json_target(json_path)
     rows = listing()
     if json_path is not None:
         data = [{"name": r.name, "kind": r.kind, "target": r.target, "note": r.note} for r in rows]

@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
-from tracediff.cli.app import check_json_target, emit_json, json_to_option, main, make_console
+from tracediff.cli.app import emit_json, main, make_console
+from tracediff.cli.params import json_to_option
 
 
 @main.command("models")
@@ -18,7 +19,6 @@ def models_command(json_path: str | None) -> None:
     from tracediff import model as models
     from tracediff.cli.settings import project
 
-    check_json_target(json_path)
     chosen = project()
     rows: list[dict[str, Any]] = []
     for name in models.names():

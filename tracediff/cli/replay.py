@@ -8,16 +8,9 @@ from typing import Any
 
 import click
 
-from tracediff.cli.app import (
-    EXIT_FINDING,
-    EXIT_OK,
-    check_json_target,
-    emit_json,
-    json_to_option,
-    main,
-    resolve_impls,
-)
+from tracediff.cli.app import EXIT_FINDING, EXIT_OK, emit_json, main, resolve_impls
 from tracediff.cli.output import text_console
+from tracediff.cli.params import impl_option, json_to_option
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
 
@@ -26,13 +19,10 @@ VALUE_WIDTH = 200
 
 @main.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementation to replay into: built-in name, package.module:attr, entry point, or "
+@impl_option(
+    "Implementation to replay into: built-in name, package.module:attr, entry point, or "
     "'exec:COMMAND' (docs/protocol.md) (default reference). Give two with --state to see both "
-    "states side by side and the first field at which they differ.",
+    "states side by side and the first field at which they differ."
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option(
@@ -69,7 +59,6 @@ def replay(
 
     if until is not None and until < 1:
         raise UsageError(f"--until must be a plan number (1 or more), got {until}")
-    check_json_target(json_path)
     if len(impls) > 2:
         raise UsageError(f"--impl takes one implementation, or two to compare; got {len(impls)}")
     if len(impls) == 2:

@@ -32,8 +32,6 @@ from tracediff.cli.app import (
     check_output_dir,
     check_output_file,
     check_seconds,
-    equivalence_options,
-    executor_option,
     exit_interrupted,
     main,
     make_console,
@@ -42,6 +40,15 @@ from tracediff.cli.app import (
     resolve_impls,
     resolve_jobs,
     resolve_scenarios,
+)
+from tracediff.cli.params import (
+    equivalence_options,
+    executor_option,
+    impl_option,
+    json_file_option,
+    profile_option,
+    seeds_option,
+    timeout_option,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
@@ -60,23 +67,14 @@ from tracediff.running.runner import (
 
 # -- run ------------------------------------------------------------------------------------
 @main.command()
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="Seed-set profile: a built-in name, a configured one, or a .toml path (default: the "
-    "configured profile, else quick).",
+@profile_option(
+    "Seed-set profile: a built-in name, a configured one, or a .toml path (default: the "
+    "configured profile, else quick)."
 )
-@click.option(
-    "--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7, 0..9,20."
-)
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementation: built-in name, package.module:attr, entry point, or 'exec:COMMAND' "
-    "(a process speaking docs/protocol.md). Repeat (default: "
-    "reference, optimized).",
+@seeds_option("Seeds instead of the profile's: 0..1055, 3,7, 0..9,20.")
+@impl_option(
+    "Implementation: built-in name, package.module:attr, entry point, or 'exec:COMMAND' "
+    "(a process speaking docs/protocol.md). Repeat (default: reference, optimized)."
 )
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores).")
 @click.option("--check", is_flag=True, help="Run optimized in check mode (debug-build asserts).")
@@ -87,13 +85,9 @@ from tracediff.running.runner import (
     help="Keep the traces of diverging scenarios in this directory (default: "
     "$TRACEDIFF_ARTIFACTS or the configured artifacts directory; else none are kept).",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=None,
-    help="Per-scenario time limit in seconds; a scenario over it is a finding. Scenarios then "
-    "run in worker processes, even with -j 1, so that a hang in C code is killed too.",
+@timeout_option(
+    "Per-scenario time limit in seconds; a scenario over it is a finding. Scenarios then "
+    "run in worker processes, even with -j 1, so that a hang in C code is killed too."
 )
 @click.option(
     "--memory-limit",
@@ -120,13 +114,8 @@ from tracediff.running.runner import (
     help="With --resume: start a new journal in DIR (the old one is kept as "
     "journal.jsonl.old), e.g. after the implementation's code changed.",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the summary as JSON to this file.",
-)
+# checked below, once --artifacts and --resume exist: the file may be inside one of them
+@json_file_option("Also write the summary as JSON to this file.", check=False)
 @click.option(
     "--context",
     "explain_k",
@@ -173,7 +162,7 @@ from tracediff.running.runner import (
 )
 def run(
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     impls: tuple[str, ...],
     jobs: int | None,
     check: bool,

@@ -14,41 +14,35 @@ from rich.text import Text
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    check_output_file,
-    check_seconds,
-    executor_option,
     main,
     resolve_executor,
     resolve_impls,
     resolve_jobs,
 )
 from tracediff.cli.output import MAX_LISTED, progress_bar, text_console
+from tracediff.cli.params import (
+    executor_option,
+    impl_option,
+    json_file_option,
+    profile_option,
+    seeds_option,
+    timeout_option,
+)
 
 
 @main.command()
-@click.option("--profile", "profile_name", default=None, help="Seed-set profile (default quick).")
-@click.option("--seeds", default=None, help="Seeds instead of the profile's: 0..1055, 3,7.")
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementation to self-check (repeat; default reference and optimized).",
-)
+@profile_option()
+@seeds_option("Seeds instead of the profile's: 0..1055, 3,7.")
+@impl_option("Implementation to self-check (repeat; default reference and optimized).")
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all).")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Per-scenario limit (s).")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the result as JSON to this file.",
-)
+@timeout_option("Per-scenario limit (s).")
+@json_file_option("Also write the result as JSON to this file.")
 @executor_option
 @click.option("--no-progress", is_flag=True, help="No progress bar (also off when not a TTY).")
 def selfcheck(
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     impls: tuple[str, ...],
     check: bool,
     jobs: int | None,
@@ -67,8 +61,6 @@ def selfcheck(
     from tracediff.executor import open_executor
     from tracediff.running.selfcheck import self_check
 
-    check_seconds(timeout_s, "--timeout")
-    check_output_file(json_path, "--json")
     specs = resolve_impls(impls, check, ("reference", "optimized"))
     executor_spec = resolve_executor(executor_text)
     scenarios = resolve_scenarios(profile_name, seeds)

@@ -14,12 +14,11 @@ from tracediff.cli import settings
 from tracediff.cli.app import (
     EXIT_FINDING,
     EXIT_OK,
-    SEED,
-    check_output_file,
     main,
     resolve_impls,
 )
 from tracediff.cli.output import text_console
+from tracediff.cli.params import SEED, impl_option, json_file_option, profile_option
 from tracediff.cli.shrink_options import (
     DEFAULT_EVALUATIONS,
     DEFAULT_IMPLS,
@@ -34,12 +33,7 @@ from tracediff.report.describe import plural
 
 
 @main.command()
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="Seed-set profile of --seed (default: the configured profile, else quick).",
-)
+@profile_option("Seed-set profile of --seed (default: the configured profile, else quick).")
 @click.option("--seed", type=SEED, default=None, help="The diverging scenario's seed.")
 @click.option(
     "--scenario",
@@ -48,13 +42,10 @@ from tracediff.report.describe import plural
     default=None,
     help="Start from a scenario JSON file (e.g. a saved regression) instead of a seed.",
 )
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementations to compare (repeat; default reference and optimized, or the "
+@impl_option(
+    "Implementations to compare (repeat; default reference and optimized, or the "
     "scenario file's when they are built-in: other names a file holds must be confirmed "
-    "with --impl).",
+    "with --impl)."
 )
 @click.option("--check", is_flag=True, help="Check mode for optimized.")
 @shrink_budget(DEFAULT_EVALUATIONS)
@@ -81,13 +72,7 @@ from tracediff.report.describe import plural
     help="What must stay the same while shrinking: compare = the divergence explanation's "
     "kind and field path; fields = status, record type and first differing top-level field.",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the result (before, after, saved file) as JSON to this file.",
-)
+@json_file_option("Also write the result (before, after, saved file) as JSON to this file.")
 @click.option("--no-progress", is_flag=True, help="No live progress line.")
 def shrink(
     profile_name: str | None,
@@ -119,7 +104,6 @@ def shrink(
 
     options = shrink_options(budget, timeout_s, max_seconds, timeout_old)
     profile_name = settings.profile(profile_name)
-    check_output_file(json_path, "--json")
     if (seed is None) == (scenario_file is None):
         raise UsageError("give exactly one of --seed N (with --profile) or --scenario FILE")
     saved_impls: tuple[str, ...] = ()
@@ -128,7 +112,8 @@ def shrink(
         if not impls:
             _refuse_code_named_by_data(scenario_file, saved_impls)
     else:
-        (scenario,) = resolve_scenarios(profile_name, str(seed))
+        assert seed is not None
+        (scenario,) = resolve_scenarios(profile_name, (seed,))
     specs = resolve_impls(impls, check, saved_impls or DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")

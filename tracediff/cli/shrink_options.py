@@ -11,10 +11,9 @@ from typing import Any
 import click
 
 from tracediff.cli import settings
-from tracediff.cli.app import (
-    check_seconds,
-)
+from tracediff.cli.app import check_seconds
 from tracediff.cli.output import text_console
+from tracediff.cli.params import Seconds
 from tracediff.errors import UsageError
 
 MAX_EXAMPLES = 1_000_000  # fuzz: generated scenarios; days of fuzzing, more is a typo
@@ -69,12 +68,12 @@ def shrink_budget(default_budget: int) -> Callable[[Any], Any]:
     The budget counts candidate evaluations, so the repro is the same on any machine."""
 
     def decorate(command: Any) -> Any:
-        command = click.option("--timeout-s", "timeout_old", type=float, default=None, hidden=True)(
-            command
-        )  # the old name of the total time limit, now --max-seconds
+        command = click.option(
+            "--timeout-s", "timeout_old", type=Seconds(), default=None, hidden=True
+        )(command)  # the old name of the total time limit, now --max-seconds
         command = click.option(
             "--max-seconds",
-            type=float,
+            type=Seconds(),
             default=None,
             help="Safety cap on the whole shrink in wall-clock seconds (default "
             f"{DEFAULT_MAX_SECONDS:g}); a search it stops says so, since its repro then "
@@ -83,7 +82,7 @@ def shrink_budget(default_budget: int) -> Callable[[Any], Any]:
         command = click.option(
             "--timeout",
             "timeout_s",
-            type=float,
+            type=Seconds(),
             default=None,
             help="Per-candidate run limit in seconds (default: the configured timeout, else "
             f"{DEFAULT_RUN_TIMEOUT_S:g}); a candidate past it counts as a timeout.",
@@ -110,8 +109,7 @@ def shrink_options(
     if budget < 1:
         raise UsageError(f"--budget must be at least 1 candidate evaluation, got {budget}")
     timeout_s = settings.timeout(timeout_s)
-    check_seconds(timeout_s, "--timeout")
-    check_seconds(max_seconds, "--max-seconds" if timeout_old is None else "--timeout-s")
+    check_seconds(timeout_s, "--timeout")  # the configured one: the flags are Seconds
     return ShrinkOptions(
         max_evaluations=budget,
         run_timeout_s=DEFAULT_RUN_TIMEOUT_S if timeout_s is None else timeout_s,

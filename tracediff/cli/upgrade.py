@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import click
 
-from tracediff.cli.app import check_output_file, main
+from tracediff.cli.app import main
+from tracediff.cli.params import output_option
 from tracediff.errors import UsageError
 
 
 @main.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write the converted trace here instead of replacing the file (one TRACE only).",
-)
+@output_option("Write the converted trace here instead of replacing the file (one TRACE only).")
 def upgrade(traces: tuple[str, ...], output: str | None) -> None:
     """Convert version 1 trace files into the current format (version 2), in place.
 
@@ -30,7 +25,6 @@ def upgrade(traces: tuple[str, ...], output: str | None) -> None:
     upgrade_trace = current_model().upgrade_trace
     if output is not None and len(traces) != 1:
         raise UsageError("-o/--output takes one TRACE; without it each file is converted in place")
-    check_output_file(output, "-o/--output")
     for trace in traces:
         done = upgrade_trace(trace, output)
         if not done.converted:

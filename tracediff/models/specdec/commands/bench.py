@@ -7,7 +7,8 @@ import json
 
 import click
 
-from tracediff.cli.app import check_output_file, make_console, resolve_impls
+from tracediff.cli.app import make_console, resolve_impls
+from tracediff.cli.params import impl_option, json_file_option, profile_option, seeds_option
 from tracediff.errors import UsageError
 from tracediff.project.impls import load
 from tracediff.project.seeds import parse_seeds
@@ -21,12 +22,7 @@ def _counts(text: str) -> tuple[int, ...]:
 
 
 @click.command()
-@click.option(
-    "--impl",
-    "impls",
-    multiple=True,
-    help="Implementations to time; the first is the baseline (default: reference, optimized).",
-)
+@impl_option("Implementations to time; the first is the baseline (default: reference, optimized).")
 @click.option("--requests", default="8,16,32,64", show_default=True, help="Request counts.")
 @click.option(
     "--allocation",
@@ -42,20 +38,11 @@ def _counts(text: str) -> tuple[int, ...]:
     is_flag=True,
     help="Instead: time the harness (check, encode, digest, compare) per plan over a profile.",
 )
-@click.option(
-    "--profile",
-    "profile_name",
-    default=None,
-    help="With --harness: the profile to drive (default: the configured profile, else quick).",
+@profile_option(
+    "With --harness: the profile to drive (default: the configured profile, else quick)."
 )
-@click.option("--seeds", default=None, help="With --harness: seeds of the profile (e.g. 1-50).")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the result as versioned JSON.",
-)
+@seeds_option("With --harness: seeds of the profile (e.g. 1..50).")
+@json_file_option("Also write the result as versioned JSON.")
 def bench(
     impls: tuple[str, ...],
     requests: str,
@@ -64,7 +51,7 @@ def bench(
     cpu: bool,
     harness: bool,
     profile_name: str | None,
-    seeds: str | None,
+    seeds: tuple[int, ...] | None,
     json_path: str | None,
 ) -> None:
     """Median plan() µs with one round queued, by requests × allocation × probe.
@@ -88,7 +75,6 @@ def bench(
     from tracediff.models.specdec.bench import bench_to_dict, run_bench
     from tracediff.models.specdec.commands.bench_table import bench_renderable
 
-    check_output_file(json_path, "--json")
     specs = resolve_impls(impls, False, ("reference", "optimized"))
     factories = {spec.name: load(spec) for spec in specs}
     result = run_bench(
@@ -105,13 +91,15 @@ def bench(
 
 
 def _bench_harness(
-    impls: tuple[str, ...], profile_name: str | None, seeds: str | None, json_path: str | None
+    impls: tuple[str, ...],
+    profile_name: str | None,
+    seeds: tuple[int, ...] | None,
+    json_path: str | None,
 ) -> None:
     from tracediff.cli.app import resolve_scenarios
     from tracediff.models.specdec.commands.harness_table import harness_renderable
     from tracediff.models.specdec.harness_cost import measure_harness
 
-    check_output_file(json_path, "--json")
     specs = resolve_impls(impls, False, ("reference", "optimized"))
     factories = {spec.name: load(spec) for spec in specs}
     scenarios = resolve_scenarios(profile_name, seeds)

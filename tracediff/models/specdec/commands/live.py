@@ -9,14 +9,8 @@ from typing import Any
 
 import click
 
-from tracediff.cli.app import (
-    EXIT_FINDING,
-    check_json_target,
-    check_output_file,
-    emit_json,
-    json_to_option,
-    make_console,
-)
+from tracediff.cli.app import EXIT_FINDING, check_output_file, emit_json, make_console
+from tracediff.cli.params import impl_option, json_to_option, output_option
 from tracediff.errors import UsageError
 from tracediff.project.impls import parse_impl
 
@@ -33,19 +27,11 @@ from tracediff.project.impls import parse_impl
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the workload (prompts, sizes)."
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Trace file to write (atomically).  [default: live-SEED.trace]",
-)
-@click.option(
-    "--impl",
-    "impl",
+@output_option("Trace file to write (atomically).  [default: live-SEED.trace]")
+@impl_option(
+    "Implementation that schedules: built-in name, package.module:attr, or entry point.",
+    multiple=False,
     default="reference",
-    show_default=True,
-    help="Implementation that schedules: built-in name, package.module:attr, or entry point.",
 )
 @click.option(
     "--allocation",
@@ -129,9 +115,10 @@ def live(
     from tracediff.models.specdec.live.session import LiveOptions
     from tracediff.models.specdec.live.workload import WorkloadOptions
 
-    path = output or f"live-{seed}.trace"
-    check_output_file(path, "-o/--output")
-    check_json_target(json_path)
+    path = output
+    if path is None:  # the default, named after --seed, is checked as -o's value is
+        path = f"live-{seed}.trace"
+        check_output_file(path, "-o/--output")
     spec = parse_impl(impl)
     options = LiveOptions(
         workload=WorkloadOptions(
