@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from tracediff import __version__
 from tracediff import model as models
@@ -237,6 +237,75 @@ class RunSummary:
     @property
     def ok(self) -> bool:
         return not self.interrupted and all(r.status == IDENTICAL for r in self.results)
+
+
+class ImplDocument(TypedDict):
+    """One implementation's counts in a result of the run summary JSON."""
+
+    name: str
+    plans: int
+    records: int
+    digest: str
+
+
+class ResultDocument(TypedDict):
+    """One scenario's result in the run summary JSON."""
+
+    profile: str
+    seed: int
+    status: str
+    features: str
+    divergence: int | None
+    plan: int | None
+    record_type: str | None
+    failed_impl: str | None
+    message: str
+    artifacts: list[str]
+    resumed: bool
+    floats_within_ulps: int
+    max_ulps: int
+    impls: list[ImplDocument]
+
+
+class EquivalenceDocument(TypedDict):
+    """How a run compared records, and what decision equivalence let through."""
+
+    mode: str
+    ulps: int
+    label: str
+    byte_identical: int
+    equal_within_ulps: int
+    floats_within_ulps: int
+    max_ulps: int
+
+
+class RunDocument(TypedDict):
+    """The run summary JSON (``"format": "tracediff-run"``), keys in their written order."""
+
+    format: str
+    version: int
+    impls: list[str]
+    ok: bool
+    interrupted: bool
+    signal: int | None
+    scenarios: int
+    not_run: int
+    resumed: int
+    plans: int
+    identical: int
+    diverged: int
+    errors: int
+    timeouts: int
+    wall_seconds: float
+    simulation_share: float | None
+    equivalence: EquivalenceDocument
+    notes: list[str]
+    results: list[ResultDocument]
+    # added by ``tracediff run --json``: the explanations, their groups, the self-check
+    explained: NotRequired[bool]
+    findings: NotRequired[list[dict[str, Any]]]
+    groups: NotRequired[list[dict[str, Any]]]
+    self_check: NotRequired[dict[str, Any]]
 
 
 class TimedScheduler:
