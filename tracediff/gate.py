@@ -45,7 +45,7 @@ from tracediff.compare.model import (
     ScenarioOutcome,
     StepOutcome,
 )
-from tracediff.executor import DONE, Executor, Limits
+from tracediff.executor import DONE, Executor, Limits, Notify
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
 from tracediff.report.describe import plural
@@ -469,7 +469,7 @@ class ReferenceChangeWork:
     artifacts: str | None = None
 
 
-def _reference_change_task(work: ReferenceChangeWork, progress: Any, _notify: Any) -> str:
+def _reference_change_task(work: ReferenceChangeWork, progress: Any, _notify: Notify) -> str:
     """Executor task: golden's explanation of one reference change, as text."""
     from tracediff import golden
 

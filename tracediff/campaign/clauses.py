@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from tracediff.executor import DONE, Executor, Outcome, grace, open_executor, time_limit
+from tracediff.executor import DONE, Executor, Notify, Outcome, grace, open_executor, time_limit
 from tracediff.model import DecisionModel, Profile, Scenario, of
 from tracediff.project import current_model
 
@@ -156,7 +156,7 @@ class CoverageWork:
     timeout_s: float | None = None
 
 
-def coverage_task(work: CoverageWork, _progress: Any, _notify: Any) -> ScenarioCoverage:
+def coverage_task(work: CoverageWork, _progress: Any, _notify: Notify) -> ScenarioCoverage:
     """One seed in a worker: generate its scenario and measure it, within the time limit."""
     profile = work.profile
     with time_limit(work.timeout_s):

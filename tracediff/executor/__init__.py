@@ -15,7 +15,7 @@ from typing import Protocol
 
 from tracediff.errors import UsageError
 from tracediff.executor.alarm import ScenarioTimeout, grace, time_limit
-from tracediff.executor.base import DIED, DONE, FAILED, KILLED, Executor, Outcome, Task
+from tracediff.executor.base import DIED, DONE, FAILED, KILLED, Executor, Notify, Outcome, Task
 from tracediff.executor.limits import Limits
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "ExecutorFactory",
     "ExecutorSpec",
     "Limits",
+    "Notify",
     "Outcome",
     "ScenarioTimeout",
     "Task",

@@ -17,6 +17,7 @@ from tracediff.errors import TraceFormatError, UsageError
 from tracediff.executor import (
     DONE,
     Executor,
+    Notify,
 )
 from tracediff.filenames import component, inside
 from tracediff.golden.digest import Digested, deadline, digest_scenarios, executor_for
@@ -330,7 +331,7 @@ class LockstepWork:
     equivalence: Equivalence = Equivalence()
 
 
-def _lockstep_task(work: LockstepWork, progress: Any, _notify: Any) -> Any:
+def _lockstep_task(work: LockstepWork, progress: Any, _notify: Notify) -> Any:
     from tracediff.running.runner import run_scenario
 
     return run_scenario(
@@ -419,7 +420,7 @@ class MismatchWork:
     explain_fn: ExplainFn | None = None
 
 
-def _explain_task(work: MismatchWork, progress: Any, _notify: Any) -> GoldenMismatch:
+def _explain_task(work: MismatchWork, progress: Any, _notify: Notify) -> GoldenMismatch:
     # The lockstep re-run has the time limit; the parent's deadline covers the rest.
     try:
         return _explain(

@@ -14,6 +14,7 @@ from tracediff.executor import (
     DONE,
     KILLED,
     Executor,
+    Notify,
     Outcome,
     ScenarioTimeout,
     grace,
@@ -116,7 +117,7 @@ class DigestWork:
     expected: str | None = None
 
 
-def _digest_task(work: DigestWork, progress: Any, _notify: Any) -> Digested:
+def _digest_task(work: DigestWork, progress: Any, _notify: Notify) -> Digested:
     try:
         return digest_scenario(work.scenario, work.spec, work.timeout_s, work.expected)
     except KeyboardInterrupt as exc:

@@ -16,6 +16,7 @@ from tracediff.errors import SchedulerFault, UsageError
 from tracediff.executor import (
     DONE,
     Executor,
+    Notify,
 )
 from tracediff.golden.check import profile_scenarios
 from tracediff.golden.digest import Digested, digest_scenarios, executor_for
@@ -165,7 +166,7 @@ class TraceWork:
     path: str
 
 
-def _write_trace_task(work: TraceWork, _progress: Any, _notify: Any) -> str:
+def _write_trace_task(work: TraceWork, _progress: Any, _notify: Notify) -> str:
     from tracediff.running.runner import write_trace
 
     return write_trace(work.scenario, work.spec, str(Path(work.path).parent), work.path)

@@ -61,7 +61,7 @@ from tracediff.compare.readable import readable
 from tracediff.compare.signature import Condenser
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
-from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
+from tracediff.executor import DONE, Executor, Notify, ScenarioTimeout, open_executor, time_limit
 from tracediff.model import DecisionModel, Scenario
 from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec, load
@@ -603,7 +603,7 @@ class ExplainWork:
     timeout_s: float | None = None
 
 
-def explain_task(work: ExplainWork, progress: Any, _notify: Any) -> Divergence:
+def explain_task(work: ExplainWork, progress: Any, _notify: Notify) -> Divergence:
     """One explanation on an executor's worker, under the run's time limit."""
     scenario, specs, result = work.scenario, work.specs, work.result
     context, timeout_s = work.context, work.timeout_s

@@ -34,6 +34,7 @@ from tracediff.executor import (
     DONE,
     KILLED,
     Executor,
+    Notify,
     Outcome,
     ScenarioTimeout,
     grace,
@@ -192,7 +193,7 @@ class SelfCheckWork:
     timeout_s: float | None = None
 
 
-def _task(work: SelfCheckWork, progress: Any, _notify: Any) -> SelfCheckResult:
+def _task(work: SelfCheckWork, progress: Any, _notify: Notify) -> SelfCheckResult:
     try:
         return self_check_scenario(work.scenario, work.spec, work.timeout_s)
     except KeyboardInterrupt as exc:

@@ -68,7 +68,7 @@ from typing import Any, TypeAlias
 
 import tracediff.model
 from tracediff.errors import ScenarioError
-from tracediff.executor import DONE, Executor, grace
+from tracediff.executor import DONE, Executor, Notify, grace
 from tracediff.filenames import component, inside
 from tracediff.project.corpus import model_of, scenario_document
 from tracediff.project.impls import ImplSpec
@@ -624,7 +624,7 @@ class SignWork:
     specs: tuple[ImplSpec, ...]
 
 
-def _sign_task(work: SignWork, _progress: Any, _notify: Any) -> Hashable | None:
+def _sign_task(work: SignWork, _progress: Any, _notify: Notify) -> Hashable | None:
     return work.signature_fn(work.scenario, work.result, work.specs)
 
 
