@@ -147,6 +147,7 @@ def compare_implementations(
     :class:`~tracediff.errors.TracediffError` for bad input (an unknown profile or
     implementation); what an implementation does is never raised, it is the result.
     """
+    from tracediff.executor import Limits
     from tracediff.project.impls import load, parse_impl
     from tracediff.running.explain import explain_many
     from tracediff.running.runner import RunOptions, run_scenarios
@@ -166,7 +167,7 @@ def compare_implementations(
         raise ValueError("compare_implementations needs at least two implementations")
     for spec in specs:
         load(spec)
-    options = RunOptions(impls=specs, jobs=max(1, jobs), timeout_s=timeout)
+    options = RunOptions(impls=specs, jobs=max(1, jobs), limits=Limits(timeout))
     # One executor for the run and its explanations (a local pool when isolated or jobs > 1).
     with options.open_executor(len(chosen)) as executor:
         summary = run_scenarios(chosen, options, executor=executor)

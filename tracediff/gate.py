@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracediff import model as models
 from tracediff.compare.equivalence import Equivalence
@@ -45,10 +45,13 @@ from tracediff.compare.model import (
     ScenarioOutcome,
     StepOutcome,
 )
-from tracediff.executor import DONE, Executor
+from tracediff.executor import DONE, Executor, Limits, Notify
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
 from tracediff.report.describe import plural
+
+if TYPE_CHECKING:
+    from tracediff.golden import GoldenMismatch, Manifest
 
 GOLDEN_SUITE = "golden"
 REGRESSIONS_SUITE = "regressions"
@@ -111,7 +114,7 @@ def run_gate(
     from tracediff.running.runner import RunOptions
 
     # As run's: a local pool when jobs > 1 or a time limit must be able to kill a hang.
-    own = RunOptions(impls=options.impls, jobs=options.jobs, timeout_s=options.timeout_s)
+    own = RunOptions(impls=options.impls, jobs=options.jobs, limits=Limits(options.timeout_s))
     with own.open_executor() as chosen:
         return _run_gate(options, on_progress, on_result, chosen)
 
@@ -226,7 +229,7 @@ def _run_step(
         impls=options.impls,
         jobs=options.jobs,
         artifacts=os.path.join(options.artifacts, _safe(artifacts_sub)),
-        timeout_s=options.timeout_s,
+        limits=Limits(options.timeout_s),
         equivalence=options.equivalence,
     )
     summary = run_scenarios(scenarios, run_options, on_result, executor=executor)
@@ -413,7 +416,7 @@ def _explain_reference_changes(
     from tracediff.running.runner import ScenarioResult
 
     assert isinstance(manifest, golden.Manifest) and options.golden_dir is not None
-    work = []
+    work: list[ReferenceChangeWork] = []
     for scenario, result in pairs:
         assert isinstance(result, ScenarioResult)
         stats = result.impls[0]
@@ -431,7 +434,9 @@ def _explain_reference_changes(
         )
         artifacts = os.path.join(options.artifacts, "golden")
         work.append(
-            (mismatch, scenario, options.impls[0], manifest, str(options.golden_dir), artifacts)
+            ReferenceChangeWork(
+                mismatch, scenario, options.impls[0], manifest, str(options.golden_dir), artifacts
+            )
         )
     if not work:
         return []
@@ -450,12 +455,33 @@ def _explain_reference_changes(
     return texts
 
 
-def _reference_change_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> str:
+@dataclass(frozen=True)
+class ReferenceChangeWork:
+    """A scenario on which every implementation agrees but misses its golden digest, for
+    :func:`_reference_change_task` to explain on an executor's worker
+    (:func:`tracediff.golden.explain_reference_change`'s arguments)."""
+
+    mismatch: GoldenMismatch
+    scenario: Scenario
+    spec: ImplSpec
+    manifest: Manifest
+    golden_dir: str
+    artifacts: str | None = None
+
+
+def _reference_change_task(work: ReferenceChangeWork, progress: Any, _notify: Notify) -> str:
     """Executor task: golden's explanation of one reference change, as text."""
     from tracediff import golden
 
     try:
-        return golden.explain_reference_change(*args).explanation
+        return golden.explain_reference_change(
+            work.mismatch,
+            work.scenario,
+            work.spec,
+            work.manifest,
+            work.golden_dir,
+            work.artifacts,
+        ).explanation
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         if isinstance(exc, KeyboardInterrupt) and progress is None:
             raise  # in this process, Ctrl-C is the user's

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from tracediff.executor import DONE, Executor, Outcome, grace, open_executor, time_limit
+from tracediff.executor import DONE, Executor, Notify, Outcome, grace, open_executor, time_limit
 from tracediff.model import DecisionModel, Profile, Scenario, of
 from tracediff.project import current_model
 
@@ -144,13 +144,23 @@ def scenario_coverage(scenario: Scenario, impl: str = "reference") -> ScenarioCo
     )
 
 
-def coverage_task(
-    args: tuple[Profile, int, str, float | None], _progress: Any, _notify: Any
-) -> ScenarioCoverage:
+@dataclass(frozen=True)
+class CoverageWork:
+    """One seed for :func:`coverage_task` to measure on an executor's worker: the profile
+    that generates its scenario, the implementation (as ``--impl`` names it) and the time
+    limit (``None``: none)."""
+
+    profile: Profile
+    seed: int
+    impl: str = "reference"
+    timeout_s: float | None = None
+
+
+def coverage_task(work: CoverageWork, _progress: Any, _notify: Notify) -> ScenarioCoverage:
     """One seed in a worker: generate its scenario and measure it, within the time limit."""
-    profile, seed, impl, timeout_s = args
-    with time_limit(timeout_s):
-        return scenario_coverage(of(profile).generate(profile, seed), impl)
+    profile = work.profile
+    with time_limit(work.timeout_s):
+        return scenario_coverage(of(profile).generate(profile, work.seed), work.impl)
 
 
 def coverage(
@@ -172,7 +182,7 @@ def coverage(
     """
     started = time.perf_counter()
     chosen_seeds = tuple(profile.seeds if seeds is None else seeds)
-    work = [(profile, seed, impl, timeout_s) for seed in chosen_seeds]
+    work = [CoverageWork(profile, seed, impl, timeout_s) for seed in chosen_seeds]
     chosen = executor
     if chosen is None:
         chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work) or 1))

@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.campaign.clauses import CoverageReport, clause_rows, coverage_task, feature_rows
+from tracediff.campaign.clauses import (
+    CoverageReport,
+    CoverageWork,
+    clause_rows,
+    coverage_task,
+    feature_rows,
+)
 from tracediff.campaign.store import CampaignStore
 from tracediff.executor import DONE, Executor, Outcome, grace
 from tracediff.model import DecisionModel, Profile, of
@@ -83,7 +89,7 @@ def run_coverage_campaign(
     with open_store(options.out, options.identity()) as store:
         done = {seed for (seed,) in store.execute("SELECT seed FROM coverage")}
         items = (
-            (seed, (options.profile, seed, options.impl, options.timeout_s))
+            (seed, CoverageWork(options.profile, seed, options.impl, options.timeout_s))
             for seed in options.seeds
             if seed not in done
         )

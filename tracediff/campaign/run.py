@@ -10,7 +10,7 @@ from typing import Any
 
 from tracediff.campaign.store import CampaignStore, Row, Totals
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
-from tracediff.executor import DONE, Executor, Outcome
+from tracediff.executor import DONE, Executor, Limits, Outcome
 from tracediff.model import Profile, of
 from tracediff.project.impls import ImplSpec
 from tracediff.running.runner import (
@@ -19,6 +19,7 @@ from tracediff.running.runner import (
     WORKER_DIED,
     RunOptions,
     ScenarioResult,
+    ScenarioWork,
     StopSignals,
     outcome_result,
     run_task,
@@ -39,10 +40,12 @@ class CampaignOptions:
     context: int = DEFAULT_CONTEXT
 
     @property
+    def limits(self) -> Limits:
+        return Limits(self.timeout_s, self.memory_limit_mb)
+
+    @property
     def run_options(self) -> RunOptions:
-        return RunOptions(
-            impls=self.impls, timeout_s=self.timeout_s, memory_limit_mb=self.memory_limit_mb
-        )
+        return RunOptions(impls=self.impls, limits=self.limits)
 
     def identity(self) -> dict[str, Any]:
         """What a campaign directory belongs to: resuming with other values is refused."""
@@ -96,15 +99,7 @@ def run_campaign(
         items = (
             (
                 seed,
-                (
-                    options.profile,
-                    seed,
-                    options.impls,
-                    options.timeout_s,
-                    options.memory_limit_mb,
-                    options.context,
-                    kill_after,
-                ),
+                CampaignWork(options.profile, seed, options.impls, options.limits, options.context),
             )
             for seed in todo
         )
@@ -150,26 +145,36 @@ def _missing(store: CampaignStore, seeds: Sequence[int]) -> Iterator[int]:
     return (seed for seed in seeds if seed not in done)
 
 
+@dataclass(frozen=True)
+class CampaignWork:
+    """One seed of a campaign for :func:`_campaign_task`: the profile that generates its
+    scenario, the implementations, the limits of the run (and of the explanation's re-run)
+    and the explanation's context."""
+
+    profile: Profile
+    seed: int
+    specs: tuple[ImplSpec, ...]
+    limits: Limits = Limits()
+    context: int = DEFAULT_CONTEXT
+
+
 def _campaign_task(
-    payload: tuple[Profile, int, tuple[ImplSpec, ...], float | None, int | None, int, Any],
-    progress: Any,
-    notify: Callable[[float], None],
+    work: CampaignWork, progress: Any, notify: Callable[[float], None]
 ) -> tuple[ScenarioResult, Divergence | None]:
     """One seed in a worker: generate, run in lockstep, explain a finding right here (under
     the same isolation and limits), so that its signature is known as it arrives."""
-    from tracediff.compare.equivalence import Equivalence
-    from tracediff.running.explain import explain_task
+    from tracediff.running.explain import ExplainWork, explain_task
 
-    profile, seed, specs, timeout_s, memory_limit_mb, context, kill_after = payload
-    scenario = of(profile).generate(profile, seed)
-    task = (scenario, specs, None, timeout_s, memory_limit_mb, None, Equivalence())
-    result: ScenarioResult = run_task(task, progress, notify)
+    profile, specs, limits = work.profile, work.specs, work.limits
+    scenario = of(profile).generate(profile, work.seed)
+    result: ScenarioResult = run_task(ScenarioWork(scenario, specs, limits), progress, notify)
     if result.status == IDENTICAL:
         return result, None
+    kill_after = limits.kill_after_s
     if kill_after is not None:
         notify(kill_after)  # the explanation re-runs the scenario: a fresh deadline
-    divergence = explain_task((scenario, specs, result, context, timeout_s), progress, notify)
-    return result, divergence
+    explained = ExplainWork(scenario, specs, result, work.context, limits.timeout_s)
+    return result, explain_task(explained, progress, notify)
 
 
 def _row(

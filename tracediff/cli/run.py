@@ -59,6 +59,8 @@ from tracediff.running.runner import (
     ERROR,
     IDENTICAL,
     TIMEOUT,
+    EquivalenceDocument,
+    RunDocument,
     RunOptions,
     RunSummary,
     ScenarioResult,
@@ -430,7 +432,7 @@ def _run_scenarios_cb(
     return run_scenarios(scenarios, options, on_result, executor=executor)
 
 
-def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
+def summary_to_dict(summary: RunSummary) -> RunDocument:
     """The versioned JSON form of a run summary."""
     return {
         "format": "tracediff-run",
@@ -476,7 +478,7 @@ def summary_to_dict(summary: RunSummary) -> dict[str, Any]:
     }
 
 
-def equivalence_to_dict(summary: RunSummary) -> dict[str, Any]:
+def equivalence_to_dict(summary: RunSummary) -> EquivalenceDocument:
     """How records were compared, and what decision equivalence let through."""
     tolerated = summary.within_ulps
     return {

@@ -8,19 +8,27 @@ LocalCluster of N processes on this machine, started for the command).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
 
 from tracediff.errors import UsageError
 from tracediff.executor.alarm import ScenarioTimeout, grace, time_limit
-from tracediff.executor.base import DIED, DONE, FAILED, KILLED, Executor, Outcome, Task
+from tracediff.executor.base import DIED, DONE, FAILED, KILLED, Executor, Notify, Outcome, Task
+from tracediff.executor.limits import Limits
 
 __all__ = [
     "DIED",
     "DONE",
+    "EXECUTORS",
     "FAILED",
     "KILLED",
     "Executor",
+    "ExecutorFactory",
     "ExecutorSpec",
+    "Limits",
+    "Notify",
     "Outcome",
     "ScenarioTimeout",
     "Task",
@@ -80,26 +88,57 @@ def parse_executor(text: str | None) -> ExecutorSpec:
     )
 
 
+class ExecutorFactory(Protocol):
+    """Makes the executor of one kind from its parsed spec (see :data:`EXECUTORS`)."""
+
+    def __call__(
+        self, spec: ExecutorSpec, *, jobs: int, memory_limit_mb: int | None
+    ) -> Executor: ...
+
+
+def _inline(spec: ExecutorSpec, *, jobs: int, memory_limit_mb: int | None) -> Executor:
+    if memory_limit_mb is not None:
+        raise UsageError("a memory limit needs worker processes; use the local executor")
+    from tracediff.executor.inline import InlineExecutor
+
+    return InlineExecutor()
+
+
+def _local(spec: ExecutorSpec, *, jobs: int, memory_limit_mb: int | None) -> Executor:
+    from tracediff.executor.local import LocalPool
+
+    return LocalPool(jobs, memory_limit_mb=memory_limit_mb)
+
+
+def _dask(spec: ExecutorSpec, *, jobs: int, memory_limit_mb: int | None) -> Executor:
+    from tracediff.executor.dask import DaskExecutor
+
+    return DaskExecutor(spec.address, memory_limit_mb=memory_limit_mb, flag=spec.text)
+
+
+def _dask_local(spec: ExecutorSpec, *, jobs: int, memory_limit_mb: int | None) -> Executor:
+    from tracediff.executor.dask import DaskExecutor
+
+    return DaskExecutor(local_workers=spec.workers, memory_limit_mb=memory_limit_mb, flag=spec.text)
+
+
+# Each executor kind and what makes it: a new executor is one entry here (and its form in
+# parse_executor). The factories import their module only when used (Dask is optional).
+EXECUTORS: Mapping[str, ExecutorFactory] = MappingProxyType(
+    {LOCAL: _local, INLINE: _inline, DASK: _dask, DASK_LOCAL: _dask_local}
+)
+
+
 def open_executor(
     spec: ExecutorSpec | str | None, *, jobs: int = 1, memory_limit_mb: int | None = None
 ) -> Executor:
     """The executor a spec names, ready for use (close it, or use it as a context manager).
     ``jobs`` sizes the local pool; a Dask cluster has its own size."""
     chosen = spec if isinstance(spec, ExecutorSpec) else parse_executor(spec)
-    if chosen.kind == INLINE:
-        if memory_limit_mb is not None:
-            raise UsageError("a memory limit needs worker processes; use the local executor")
-        from tracediff.executor.inline import InlineExecutor
-
-        return InlineExecutor()
-    if chosen.kind == LOCAL:
-        from tracediff.executor.local import LocalPool
-
-        return LocalPool(jobs, memory_limit_mb=memory_limit_mb)
-    from tracediff.executor.dask import DaskExecutor
-
-    if chosen.kind == DASK_LOCAL:
-        return DaskExecutor(
-            local_workers=chosen.workers, memory_limit_mb=memory_limit_mb, flag=chosen.text
+    factory = EXECUTORS.get(chosen.kind)
+    if factory is None:
+        raise UsageError(
+            f"--executor {chosen.text!r} is not an executor; use local, dask://HOST:PORT or "
+            "dask-local:N"
         )
-    return DaskExecutor(chosen.address, memory_limit_mb=memory_limit_mb, flag=chosen.text)
+    return factory(chosen, jobs=jobs, memory_limit_mb=memory_limit_mb)

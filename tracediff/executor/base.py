@@ -37,7 +37,8 @@ from typing import Any
 
 from tracediff.outcomes import TaskEnd
 
-Task = Callable[[Any, Any, Callable[[float], None]], Any]
+Notify = Callable[[float], None]  # a task's way to move its deadline: seconds from now
+Task = Callable[[Any, Any, Notify], Any]
 Guard = Callable[[], AbstractContextManager[Any]]
 
 DONE, KILLED, DIED, FAILED = TaskEnd.DONE, TaskEnd.KILLED, TaskEnd.DIED, TaskEnd.FAILED

@@ -17,6 +17,7 @@ from tracediff.errors import TraceFormatError, UsageError
 from tracediff.executor import (
     DONE,
     Executor,
+    Notify,
 )
 from tracediff.filenames import component, inside
 from tracediff.golden.digest import Digested, deadline, digest_scenarios, executor_for
@@ -298,7 +299,9 @@ def _tolerate(
 
     digests = [m for m in mismatches if m.kind == DIGEST]
     reference = parse_impl(manifest.impl)
-    work = [(scenarios[m.seed], reference, spec, timeout_s, equivalence) for m in digests]
+    work = [
+        LockstepWork(scenarios[m.seed], reference, spec, timeout_s, equivalence) for m in digests
+    ]
     accepted: dict[int, tuple[int, int, int]] = {}
     outcomes = executor.map(_lockstep_task, work, deadline_s=deadline(timeout_s, runs=2))
     for mismatch, outcome in zip(digests, outcomes, strict=True):
@@ -315,12 +318,28 @@ def _tolerate(
     return kept, [accepted[seed] for seed in sorted(accepted)]
 
 
-def _lockstep_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> Any:
+@dataclass(frozen=True)
+class LockstepWork:
+    """A digest mismatch's scenario for :func:`_lockstep_task` to run in lockstep, the
+    manifest's implementation beside ``spec``, under ``equivalence`` (whether it accepts
+    the difference) and the time limit (``None``: none)."""
+
+    scenario: Scenario
+    reference: ImplSpec
+    spec: ImplSpec
+    timeout_s: float | None = None
+    equivalence: Equivalence = Equivalence()
+
+
+def _lockstep_task(work: LockstepWork, progress: Any, _notify: Notify) -> Any:
     from tracediff.running.runner import run_scenario
 
-    scenario, reference, spec, timeout_s, equivalence = args
     return run_scenario(
-        scenario, (reference, spec), timeout_s=timeout_s, progress=progress, equivalence=equivalence
+        work.scenario,
+        (work.reference, work.spec),
+        timeout_s=work.timeout_s,
+        progress=progress,
+        equivalence=work.equivalence,
     )
 
 
@@ -359,7 +378,7 @@ def _explain_all(
                 mismatch, explanation=f"not re-run (only the first {EXPLAIN_AT_MOST} are)"
             )
     work = [
-        (
+        MismatchWork(
             mismatches[p],
             scenarios[mismatches[p].seed],
             spec,
@@ -384,16 +403,41 @@ def _explain_all(
     return out
 
 
-def _explain_task(args: tuple[Any, ...], progress: Any, _notify: Any) -> GoldenMismatch:
+@dataclass(frozen=True)
+class MismatchWork:
+    """A digest mismatch for :func:`_explain_task` to explain on an executor's worker by
+    re-running its scenario (:func:`_explain`'s arguments): the implementation checked, the
+    manifest and its directory, where to keep traces (``None``: nowhere), the time limit
+    of the re-run and the model's explanation of a difference (module-level, to pickle)."""
+
+    mismatch: GoldenMismatch
+    scenario: Scenario
+    spec: ImplSpec
+    manifest: Manifest
+    golden_dir: str
+    artifacts: str | None = None
+    timeout_s: float | None = None
+    explain_fn: ExplainFn | None = None
+
+
+def _explain_task(work: MismatchWork, progress: Any, _notify: Notify) -> GoldenMismatch:
     # The lockstep re-run has the time limit; the parent's deadline covers the rest.
-    mismatch: GoldenMismatch = args[0]
     try:
-        return _explain(*args)
+        return _explain(
+            work.mismatch,
+            work.scenario,
+            work.spec,
+            work.manifest,
+            work.golden_dir,
+            work.artifacts,
+            work.timeout_s,
+            work.explain_fn,
+        )
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         if isinstance(exc, KeyboardInterrupt) and progress is None:
             raise  # in this process, Ctrl-C is the user's
         why = f"the re-run raised {type(exc).__name__}: {exc}"
-    return dataclasses.replace(mismatch, explanation=f"could not explain: {why}")
+    return dataclasses.replace(work.mismatch, explanation=f"could not explain: {why}")
 
 
 def _explain(

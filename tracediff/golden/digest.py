@@ -14,6 +14,7 @@ from tracediff.executor import (
     DONE,
     KILLED,
     Executor,
+    Notify,
     Outcome,
     ScenarioTimeout,
     grace,
@@ -104,31 +105,39 @@ def _digest(scenario: Scenario, spec: ImplSpec, timeout_s: float | None, check: 
     )
 
 
-DigestWork = tuple[Scenario, ImplSpec, float | None, str | None]
+@dataclass(frozen=True)
+class DigestWork:
+    """One scenario for :func:`_digest_task` to digest through one implementation on an
+    executor's worker (:func:`digest_scenario`'s arguments): the time limit of the run and
+    the digest expected of it, if known (which spares a reproducing run the schema check)."""
+
+    scenario: Scenario
+    spec: ImplSpec
+    timeout_s: float | None = None
+    expected: str | None = None
 
 
-def _digest_task(args: DigestWork, progress: Any, _notify: Any) -> Digested:
+def _digest_task(work: DigestWork, progress: Any, _notify: Notify) -> Digested:
     try:
-        return digest_scenario(*args)
+        return digest_scenario(work.scenario, work.spec, work.timeout_s, work.expected)
     except KeyboardInterrupt as exc:
         if progress is None and passes_through(exc):
             raise  # in this process, a real Ctrl-C is the user's
-        scenario, spec, _timeout, _expected = args
-        return _failed_digest(scenario, "error", f"{spec.name} raised KeyboardInterrupt")
+        return _failed_digest(work.scenario, "error", f"{work.spec.name} raised KeyboardInterrupt")
 
 
 def _failed_digest(scenario: Scenario, status: str, message: str) -> Digested:
     return Digested(scenario.seed, status, "", 0, 0, 0, 0.0, message)
 
 
-def _digested(outcome: Outcome, args: DigestWork) -> Digested:
+def _digested(outcome: Outcome, work: DigestWork) -> Digested:
     """A worker's outcome as a Digested: a killed or dead worker is a failed scenario."""
     if outcome.kind == DONE:
         result: Digested = outcome.value
         return result
-    scenario, spec, timeout_s, _expected = args
     status = "timeout" if outcome.kind == KILLED else "error"
-    return _failed_digest(scenario, status, f"{spec.name}: {outcome.failure(timeout_s)}")
+    why = outcome.failure(work.timeout_s)
+    return _failed_digest(work.scenario, status, f"{work.spec.name}: {why}")
 
 
 def deadline(timeout_s: float | None, runs: int = 1) -> float | None:
@@ -157,7 +166,7 @@ def digest_scenarios(
     seed) lets a scenario that reproduces its digest skip the schema check
     (:func:`digest_scenario`)."""
     known = expected or {}
-    work: list[DigestWork] = [(s, spec, timeout_s, known.get(s.seed)) for s in scenarios]
+    work = [DigestWork(s, spec, timeout_s, known.get(s.seed)) for s in scenarios]
     order = sorted(range(len(work)), key=lambda i: -models.of(scenarios[i]).size(scenarios[i]))
     chosen = executor_for(executor, jobs, len(work))
 

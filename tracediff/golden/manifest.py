@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tracediff.errors import NESTING, TraceFormatError
 from tracediff.filenames import component, inside
@@ -37,6 +36,29 @@ DIGEST, FAILED, NOT_IN_MANIFEST, NOT_IN_PROFILE = "digest", "failed", "not-in-ma
 ExplainFn = Callable[[Scenario, Any, Sequence[ImplSpec]], str]
 
 
+class EntryDocument(TypedDict):
+    """One scenario of a golden manifest, as JSON (the keys in this order)."""
+
+    seed: int
+    digest: str
+    plans: int
+    records: int
+    bytes: int
+    scenario: str
+
+
+class ManifestDocument(TypedDict):
+    """A golden manifest, as JSON (the keys in this order; see :meth:`Manifest.dumps`)."""
+
+    format: str
+    version: int
+    profile: str
+    impl: str
+    tracediff: str
+    traces: list[int]
+    scenarios: list[EntryDocument]
+
+
 @dataclass(frozen=True)
 class Entry:
     seed: int
@@ -46,8 +68,15 @@ class Entry:
     bytes: int
     scenario: str = ""  # sha256 (16 hex) of the trace header: which scenario was digested
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> EntryDocument:
+        return {
+            "seed": self.seed,
+            "digest": self.digest,
+            "plans": self.plans,
+            "records": self.records,
+            "bytes": self.bytes,
+            "scenario": self.scenario,
+        }
 
 
 @dataclass(frozen=True)
@@ -65,7 +94,7 @@ class Manifest:
     def by_seed(self) -> dict[int, Entry]:
         return {e.seed: e for e in self.scenarios}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ManifestDocument:
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -79,9 +108,17 @@ class Manifest:
     def dumps(self) -> str:
         """The manifest as JSON text: header keys first, then one scenario per line."""
         data = self.to_dict()
+        header: list[tuple[str, object]] = [
+            ("format", data["format"]),
+            ("version", data["version"]),
+            ("profile", data["profile"]),
+            ("impl", data["impl"]),
+            ("tracediff", data["tracediff"]),
+            ("traces", data["traces"]),
+        ]
         lines = ["{"]
-        for key in ("format", "version", "profile", "impl", "tracediff", "traces"):
-            lines.append(f" {json.dumps(key)}: {json.dumps(data[key])},")
+        for key, value in header:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)},")
         lines.append(' "scenarios": [')
         rows = [f"  {json.dumps(row)}" for row in data["scenarios"]]
         lines.append(",\n".join(rows))

@@ -16,6 +16,7 @@ from tracediff.errors import SchedulerFault, UsageError
 from tracediff.executor import (
     DONE,
     Executor,
+    Notify,
 )
 from tracediff.golden.check import profile_scenarios
 from tracediff.golden.digest import Digested, digest_scenarios, executor_for
@@ -155,11 +156,20 @@ def update(
             chosen.close()
 
 
-def _write_trace_task(args: tuple[Scenario, ImplSpec, str], _progress: Any, _notify: Any) -> str:
+@dataclass(frozen=True)
+class TraceWork:
+    """One golden trace for :func:`_write_trace_task` to write on an executor's worker:
+    ``scenario`` recorded through ``spec`` into the file ``path``."""
+
+    scenario: Scenario
+    spec: ImplSpec
+    path: str
+
+
+def _write_trace_task(work: TraceWork, _progress: Any, _notify: Notify) -> str:
     from tracediff.running.runner import write_trace
 
-    scenario, spec, path = args
-    return write_trace(scenario, spec, str(Path(path).parent), path)
+    return write_trace(work.scenario, work.spec, str(Path(work.path).parent), work.path)
 
 
 def _update(
@@ -218,15 +228,13 @@ def _update(
     written = []
     pending_manifest = pending_file(manifest_path(target, name))
     work = [
-        (by_seed[seed], spec, str(pending_file(trace_path(target, name, seed))))
+        TraceWork(by_seed[seed], spec, str(pending_file(trace_path(target, name, seed))))
         for seed in stale_traces
     ]
-    for outcome, (_scenario, _spec, path) in zip(
-        executor.map(_write_trace_task, work), work, strict=True
-    ):
+    for outcome, trace in zip(executor.map(_write_trace_task, work), work, strict=True):
         if outcome.kind != DONE:
-            raise SchedulerFault(f"{spec.name}: cannot write {path}: {outcome.failure()}")
-        written.append(path)
+            raise SchedulerFault(f"{spec.name}: cannot write {trace.path}: {outcome.failure()}")
+        written.append(trace.path)
     write_text_atomic(pending_manifest, manifest.dumps())
     written.insert(0, str(pending_manifest))
     change = review_one(name, golden_dir=golden_dir, artifacts=artifacts)

@@ -61,7 +61,7 @@ from tracediff.compare.readable import readable
 from tracediff.compare.signature import Condenser
 from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
-from tracediff.executor import DONE, Executor, ScenarioTimeout, open_executor, time_limit
+from tracediff.executor import DONE, Executor, Notify, ScenarioTimeout, open_executor, time_limit
 from tracediff.model import DecisionModel, Scenario
 from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec, load
@@ -567,7 +567,9 @@ def explain_many(
     chosen = executor
     if chosen is None:
         chosen = open_executor("local" if jobs > 1 else "inline", jobs=min(jobs, len(work)))
-    payloads = [(scenario, tuple(specs), result, context, timeout_s) for scenario, result in work]
+    payloads = [
+        ExplainWork(scenario, tuple(specs), result, context, timeout_s) for scenario, result in work
+    ]
     try:
         outcomes = chosen.map(
             explain_task,
@@ -588,13 +590,23 @@ def explain_many(
     return kept.items if condense else found
 
 
-def explain_task(
-    payload: tuple[Scenario, tuple[ImplSpec, ...], ScenarioResult, int, float | None],
-    progress: Any,
-    _notify: Any,
-) -> Divergence:
+@dataclass(frozen=True)
+class ExplainWork:
+    """A finding for :func:`explain_task` to explain on an executor's worker: its scenario,
+    the implementations, the runner's result, how many records of context to keep and the
+    time limit of the re-run (``None``: none)."""
+
+    scenario: Scenario
+    specs: tuple[ImplSpec, ...]
+    result: ScenarioResult
+    context: int = DEFAULT_CONTEXT
+    timeout_s: float | None = None
+
+
+def explain_task(work: ExplainWork, progress: Any, _notify: Notify) -> Divergence:
     """One explanation on an executor's worker, under the run's time limit."""
-    scenario, specs, result, context, timeout_s = payload
+    scenario, specs, result = work.scenario, work.specs, work.result
+    context, timeout_s = work.context, work.timeout_s
     try:
         with time_limit(timeout_s):
             return _explain_or_say_why(scenario, specs, result, context)

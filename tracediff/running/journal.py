@@ -37,7 +37,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tracediff import __version__
 from tracediff.atomic import fsync_directory
@@ -52,6 +52,33 @@ FORMAT = "tracediff-journal"
 VERSION = 1
 
 Key = tuple[str, int, str]
+
+
+class JournalHeader(TypedDict):
+    """A journal's first line: which run it belongs to (:meth:`RunIdentity.header`)."""
+
+    format: str
+    version: int
+    tracediff: str
+    impls: list[str]
+    targets: list[str]
+    profiles: list[str]
+    fingerprint: dict[str, str]
+
+
+class EntryKey(TypedDict):
+    """What a journal entry is the result of: a scenario, by profile, seed and digest."""
+
+    profile: str
+    seed: int
+    digest: str
+
+
+class JournalEntry(TypedDict):
+    """One later line of a journal: a key and its scenario result (``result_to_dict``)."""
+
+    key: EntryKey
+    result: Any
 
 
 def journal_path(directory: str | os.PathLike[str]) -> Path:
@@ -75,7 +102,7 @@ class RunIdentity:
     # compared apart from the rest so that a refusal can say what changed.
     fingerprint: tuple[tuple[str, str], ...] = ()
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> JournalHeader:
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -151,12 +178,13 @@ class Journal:
 
     def append(self, scenario: Scenario, result: Any, digest: str | None = None) -> None:
         """Store one finished result durably (written and fsynced before returning)."""
-        key = {
+        key: EntryKey = {
             "profile": scenario.profile,
             "seed": scenario.seed,
             "digest": digest or scenario_digest(scenario),
         }
-        _append(self._fd, {"key": key, "result": result}, self.path)
+        entry: JournalEntry = {"key": key, "result": result}
+        _append(self._fd, entry, self.path)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -185,7 +213,7 @@ def _lock(fd: int, path: Path) -> None:
         ) from None
 
 
-def _append(fd: int, value: dict[str, Any], path: Path) -> None:
+def _append(fd: int, value: JournalHeader | JournalEntry, path: Path) -> None:
     data = (json.dumps(value, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
     view = memoryview(data)
     try:

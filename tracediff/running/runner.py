@@ -42,13 +42,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from tracediff import __version__
 from tracediff import model as models
 from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.errors import SchedulerFault
-from tracediff.executor import Executor, Outcome, ScenarioTimeout, grace, open_executor, time_limit
+from tracediff.executor import Executor, Limits, Outcome, ScenarioTimeout, open_executor, time_limit
 from tracediff.executor.call import Interrupted, passes_through
 from tracediff.filenames import component, inside
 from tracediff.model import DecisionModel, Scenario
@@ -68,24 +68,73 @@ WORKER_DIED = "worker died twice"  # in the message of a scenario that killed tw
 LEFT_RUNNING = "left processes running"  # in the message of one that leaked processes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RunOptions:
+    """How :func:`run_scenarios` runs. ``limits`` holds the time limit, the memory cap and the
+    grace; ``timeout_s=``, ``memory_limit_mb=`` and ``grace_s=`` may be given instead of it
+    (keywords, read back as properties of the same names)."""
+
     impls: tuple[ImplSpec, ...]
     jobs: int = 1
     artifacts: str | None = None  # keep diverging traces here
-    timeout_s: float | None = None  # per scenario, all implementations together
-    memory_limit_mb: int | None = None  # address-space cap of each worker process
+    limits: Limits = Limits()  # per scenario, all implementations together
     resume: str | None = None  # journal directory: keep finished results, skip them next time
-    grace_s: float | None = None  # past timeout_s, the parent kills a hung worker (None: auto)
     # local (isolated worker processes), dask://HOST:PORT, dask-local:N; None: local, or
     # this process when there is one job and neither a time nor a memory limit
     executor: str | None = None
     equivalence: Equivalence = Equivalence()  # byte identity unless decisions mode is asked
 
+    def __init__(
+        self,
+        impls: tuple[ImplSpec, ...],
+        jobs: int = 1,
+        artifacts: str | None = None,
+        limits: Limits | None = None,
+        resume: str | None = None,
+        executor: str | None = None,
+        equivalence: Equivalence | None = None,
+        *,
+        timeout_s: float | None = None,
+        memory_limit_mb: int | None = None,
+        grace_s: float | None = None,
+    ) -> None:
+        loose = (timeout_s, memory_limit_mb, grace_s) != (None, None, None)
+        if limits is not None and loose:
+            raise TypeError("RunOptions: give limits, or timeout_s, memory_limit_mb and grace_s")
+        if limits is None:
+            limits = Limits(timeout_s, memory_limit_mb, grace_s)
+        for name, value in (
+            ("impls", impls),
+            ("jobs", jobs),
+            ("artifacts", artifacts),
+            ("limits", limits),
+            ("resume", resume),
+            ("executor", executor),
+            ("equivalence", Equivalence() if equivalence is None else equivalence),
+        ):
+            object.__setattr__(self, name, value)
+
+    @property
+    def timeout_s(self) -> float | None:
+        return self.limits.timeout_s
+
+    @property
+    def memory_limit_mb(self) -> int | None:
+        return self.limits.memory_limit_mb
+
+    @property
+    def grace_s(self) -> float | None:
+        return self.limits.grace_s
+
     @property
     def isolated(self) -> bool:
         """Whether scenarios must run in worker processes even with one job."""
-        return self.timeout_s is not None or self.memory_limit_mb is not None
+        return self.limits.isolated
+
+    @property
+    def kill_after_s(self) -> float | None:
+        """Wall time after which the parent kills a worker still on one scenario."""
+        return self.limits.kill_after_s
 
     def open_executor(self, tasks: int | None = None) -> Executor:
         """The executor these options name (``tasks``: how many there are to run, which
@@ -105,14 +154,9 @@ class RunOptions:
             "memory_limit_mb": self.memory_limit_mb,
         }
 
-    @property
-    def kill_after_s(self) -> float | None:
-        """Wall time after which the parent kills a worker still on one scenario."""
-        if self.timeout_s is None:
-            return None
-        return self.timeout_s + (
-            self.grace_s if self.grace_s is not None else grace(self.timeout_s)
-        )
+    def work(self, scenario: Scenario) -> ScenarioWork:
+        """What :func:`run_task` is given to run ``scenario`` under these options."""
+        return ScenarioWork(scenario, self.impls, self.limits, self.artifacts, self.equivalence)
 
 
 @dataclass(frozen=True)
@@ -193,6 +237,75 @@ class RunSummary:
     @property
     def ok(self) -> bool:
         return not self.interrupted and all(r.status == IDENTICAL for r in self.results)
+
+
+class ImplDocument(TypedDict):
+    """One implementation's counts in a result of the run summary JSON."""
+
+    name: str
+    plans: int
+    records: int
+    digest: str
+
+
+class ResultDocument(TypedDict):
+    """One scenario's result in the run summary JSON."""
+
+    profile: str
+    seed: int
+    status: str
+    features: str
+    divergence: int | None
+    plan: int | None
+    record_type: str | None
+    failed_impl: str | None
+    message: str
+    artifacts: list[str]
+    resumed: bool
+    floats_within_ulps: int
+    max_ulps: int
+    impls: list[ImplDocument]
+
+
+class EquivalenceDocument(TypedDict):
+    """How a run compared records, and what decision equivalence let through."""
+
+    mode: str
+    ulps: int
+    label: str
+    byte_identical: int
+    equal_within_ulps: int
+    floats_within_ulps: int
+    max_ulps: int
+
+
+class RunDocument(TypedDict):
+    """The run summary JSON (``"format": "tracediff-run"``), keys in their written order."""
+
+    format: str
+    version: int
+    impls: list[str]
+    ok: bool
+    interrupted: bool
+    signal: int | None
+    scenarios: int
+    not_run: int
+    resumed: int
+    plans: int
+    identical: int
+    diverged: int
+    errors: int
+    timeouts: int
+    wall_seconds: float
+    simulation_share: float | None
+    equivalence: EquivalenceDocument
+    notes: list[str]
+    results: list[ResultDocument]
+    # added by ``tracediff run --json``: the explanations, their groups, the self-check
+    explained: NotRequired[bool]
+    findings: NotRequired[list[dict[str, Any]]]
+    groups: NotRequired[list[dict[str, Any]]]
+    self_check: NotRequired[dict[str, Any]]
 
 
 class TimedScheduler:
@@ -501,23 +614,36 @@ def write_trace(
 
 
 # -- many scenarios --------------------------------------------------------------------------
-Task = tuple[
-    Scenario,
-    tuple[ImplSpec, ...],
-    str | None,
-    float | None,
-    int | None,
-    float | None,
-    Equivalence,
-]
+@dataclass(frozen=True)
+class ScenarioWork:
+    """One scenario for :func:`run_task` to run in lockstep on an executor's worker: the
+    implementations, the limits it runs under (``memory_limit_mb`` only names the cap in
+    the message of a MemoryError; the executor enforces it), where to keep the traces of a
+    divergence (none: ``None``) and how records are compared."""
+
+    scenario: Scenario
+    specs: tuple[ImplSpec, ...]
+    limits: Limits = Limits()
+    artifacts: str | None = None
+    equivalence: Equivalence = Equivalence()
+
+    @property
+    def artifacts_s(self) -> float | None:
+        """The deadline for writing a divergence's traces, which re-runs each implementation
+        once more (``None``: no limit)."""
+        kill_after = self.limits.kill_after_s
+        return None if kill_after is None else kill_after * len(self.specs)
 
 
-def run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
+def run_task(work: ScenarioWork, progress: Any, notify: Callable[[float], None]) -> ScenarioResult:
     """One scenario on an executor's worker (see :mod:`tracediff.executor`)."""
-    scenario, specs, artifacts, timeout_s, memory_limit_mb, artifacts_s, *rest = task
-    equivalence = rest[0] if rest else None  # a task of six items compares bytes
+    scenario, specs, memory_limit_mb = work.scenario, work.specs, work.limits.memory_limit_mb
     result = run_scenario(
-        scenario, specs, timeout_s=timeout_s, progress=progress, equivalence=equivalence
+        scenario,
+        specs,
+        timeout_s=work.limits.timeout_s,
+        progress=progress,
+        equivalence=work.equivalence,
     )
     if (
         result.status == ERROR
@@ -529,10 +655,11 @@ def run_task(task: Task, progress: Any, notify: Callable[[float], None]) -> Scen
             message=f"{result.message}\nMemoryError: {result.failed_impl} exceeded the "
             f"--memory-limit of {memory_limit_mb} MB",
         )
-    if artifacts and result.status == DIVERGED:
+    if work.artifacts and result.status == DIVERGED:
+        artifacts_s = work.artifacts_s
         if artifacts_s is not None:
             notify(artifacts_s)  # writing the traces re-runs every implementation: not timed
-        result = keep_artifacts(result, scenario, specs, artifacts)
+        result = keep_artifacts(result, scenario, specs, work.artifacts)
     return result
 
 
@@ -723,23 +850,7 @@ def _run_on(
     guard: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> None:
     kill_after = options.kill_after_s
-    # Writing a diverged scenario's traces re-runs each implementation once more.
-    artifacts_s = None if kill_after is None else kill_after * len(options.impls)
-    tasks = (
-        (
-            i,
-            (
-                scenarios[i],
-                options.impls,
-                options.artifacts,
-                options.timeout_s,
-                options.memory_limit_mb,
-                artifacts_s,
-                options.equivalence,
-            ),
-        )
-        for i in todo
-    )
+    tasks = ((i, options.work(scenarios[i])) for i in todo)
     chosen = executor if executor is not None else options.open_executor(len(todo))
     try:
         chosen.stream(

@@ -34,6 +34,7 @@ from tracediff.executor import (
     DONE,
     KILLED,
     Executor,
+    Notify,
     Outcome,
     ScenarioTimeout,
     grace,
@@ -181,16 +182,26 @@ def self_check_scenario(
     )
 
 
-def _task(
-    args: tuple[Scenario, ImplSpec, float | None], progress: Any, _notify: Any
-) -> SelfCheckResult:
+@dataclass(frozen=True)
+class SelfCheckWork:
+    """One implementation on one scenario for :func:`_task` to self-check on an executor's
+    worker (:func:`self_check_scenario`'s arguments); ``timeout_s`` limits each of the two
+    runs."""
+
+    scenario: Scenario
+    spec: ImplSpec
+    timeout_s: float | None = None
+
+
+def _task(work: SelfCheckWork, progress: Any, _notify: Notify) -> SelfCheckResult:
     try:
-        return self_check_scenario(*args)
+        return self_check_scenario(work.scenario, work.spec, work.timeout_s)
     except KeyboardInterrupt as exc:
         if progress is None and passes_through(exc):
             raise  # in this process, a real Ctrl-C is the user's
-        scenario, spec, _timeout = args
-        return _failed(scenario, spec, ERROR, "the implementation raised KeyboardInterrupt")
+        return _failed(
+            work.scenario, work.spec, ERROR, "the implementation raised KeyboardInterrupt"
+        )
 
 
 def _failed(scenario: Scenario, spec: ImplSpec, status: str, message: str) -> SelfCheckResult:
@@ -205,13 +216,11 @@ def _failed(scenario: Scenario, spec: ImplSpec, status: str, message: str) -> Se
     )
 
 
-def _from_outcome(
-    outcome: Outcome, args: tuple[Scenario, ImplSpec, float | None]
-) -> SelfCheckResult:
+def _from_outcome(outcome: Outcome, work: SelfCheckWork) -> SelfCheckResult:
     if outcome.kind == DONE:
         result: SelfCheckResult = outcome.value
         return result
-    scenario, spec, timeout_s = args
+    scenario, spec, timeout_s = work.scenario, work.spec, work.timeout_s
     status = TIMEOUT if outcome.kind == KILLED else ERROR
     limit = None if timeout_s is None else 2 * timeout_s
     return _failed(scenario, spec, status, f"{spec.name}: {outcome.failure(limit)}")
@@ -272,9 +281,10 @@ def self_check(
     ``executor`` (else worker processes when ``jobs`` > 1, else this process).
     ``timeout_s`` limits each of the two runs."""
     started = time.perf_counter()
-    work = [(scenario, spec, timeout_s) for scenario in scenarios for spec in specs]
+    work = [SelfCheckWork(scenario, spec, timeout_s) for scenario in scenarios for spec in specs]
     # The largest first, so that long scenarios do not start last.
-    order = sorted(range(len(work)), key=lambda i: -models.of(work[i][0]).size(work[i][0]))
+    sizes = [models.of(w.scenario).size(w.scenario) for w in work]
+    order = sorted(range(len(work)), key=lambda i: -sizes[i])
     deadline = None if timeout_s is None else 2 * timeout_s + grace(timeout_s)
     chosen = executor
     if chosen is None:

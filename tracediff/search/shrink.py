@@ -68,7 +68,7 @@ from typing import Any, TypeAlias
 
 import tracediff.model
 from tracediff.errors import ScenarioError
-from tracediff.executor import DONE, Executor, grace
+from tracediff.executor import DONE, Executor, Notify, grace
 from tracediff.filenames import component, inside
 from tracediff.project.corpus import model_of, scenario_document
 from tracediff.project.impls import ImplSpec
@@ -585,11 +585,11 @@ def run_on(
     or in this process without one."""
     if executor is None:
         return run_scenario(scenario, specs, timeout_s=timeout_s)
-    from tracediff.compare.equivalence import Equivalence
-    from tracediff.running.runner import RunOptions, outcome_result, run_task
+    from tracediff.executor import Limits
+    from tracediff.running.runner import RunOptions, ScenarioWork, outcome_result, run_task
 
-    options = RunOptions(impls=tuple(specs), timeout_s=timeout_s)
-    payload = (scenario, tuple(specs), None, timeout_s, None, None, Equivalence())
+    options = RunOptions(impls=tuple(specs), limits=Limits(timeout_s))
+    payload = ScenarioWork(scenario, options.impls, options.limits)
     (outcome,) = executor.map(run_task, [payload], deadline_s=options.kill_after_s)
     return outcome_result(outcome, scenario, options)
 
@@ -605,20 +605,27 @@ def sign_on(
     """A finding's signature, computed on ``executor`` (it may re-run the scenario), or here."""
     if executor is None:
         return signature_fn(scenario, result, specs)
-    payload = (signature_fn, scenario, result, tuple(specs))
+    payload = SignWork(signature_fn, scenario, result, tuple(specs))
     limit = None if timeout_s is None else 2 * timeout_s + grace(timeout_s)
     (outcome,) = executor.map(_sign_task, [payload], deadline_s=limit)
     # A signature that cannot be had (the re-run died or hung) matches nothing.
     return outcome.value if outcome.kind == DONE else None
 
 
-def _sign_task(
-    payload: tuple[SignatureFn, Scenario, ScenarioResult, tuple[ImplSpec, ...]],
-    _progress: Any,
-    _notify: Any,
-) -> Hashable | None:
-    signature_fn, scenario, result, specs = payload
-    return signature_fn(scenario, result, specs)
+@dataclass(frozen=True)
+class SignWork:
+    """A finding whose signature :func:`_sign_task` computes on an executor's worker:
+    ``signature_fn`` (module-level, so that it pickles) applied to the scenario, its
+    result and the implementations."""
+
+    signature_fn: SignatureFn
+    scenario: Scenario
+    result: ScenarioResult
+    specs: tuple[ImplSpec, ...]
+
+
+def _sign_task(work: SignWork, _progress: Any, _notify: Notify) -> Hashable | None:
+    return work.signature_fn(work.scenario, work.result, work.specs)
 
 
 def shrink(
