@@ -24,8 +24,11 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/tracediff run --profile $(PROFILE) $(if $(JOBS),-j $(JOBS),)
 
+# Two workers (pytest-xdist): the suite is about 10 minutes on one core of the 2-core CI
+# machine and half that on both; TEST_JOBS=0 runs it in this process.
+TEST_JOBS ?= 2
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS))
 
 lint: setup
 	$(BIN)/ruff check tracediff tests
