@@ -118,6 +118,8 @@ class DecisionModel(Protocol):
         """A copy sharing no mutable object with ``scenario`` (an implementation may change
         the one it is given)."""
 
+    size_unit: str  # what ``size`` counts, one of them: "request", "job"
+
     def size(self, scenario: Any) -> int:
         """How big a scenario is (its requests, items, ...): larger ones are started first,
         and listings show it."""

@@ -141,6 +141,7 @@ class ToyModel(BaseModel):
         "optimized": "toy_model:Optimized",
     }
     default_impls = ("reference", "fast")
+    size_unit = "job"
     choice_fields: Mapping[str, frozenset[str]] = {"plan": frozenset({"pick"})}
 
     # -- scenarios

@@ -29,6 +29,7 @@ from tracediff.cli.shrink_options import (
     shrink_options,
 )
 from tracediff.errors import UsageError
+from tracediff.model import of as model_of
 from tracediff.report.describe import plural
 
 
@@ -117,11 +118,12 @@ def shrink(
     specs = resolve_impls(impls, check, saved_impls or DEFAULT_IMPLS)
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare")
+    unit = model_of(scenario).size_unit
     with progress_line(not no_progress, f"shrinking {scenario.profile}:{scenario.seed}") as show:
 
         def on_progress(p: ShrinkProgress) -> None:
             show(
-                f"[{p.pass_name}] {plural(p.requests, 'request')}, {plural(p.plans, 'plan')}; "
+                f"[{p.pass_name}] {plural(p.requests, unit)}, {plural(p.plans, 'plan')}; "
                 f"{p.attempts}/{p.budget} evaluations, {p.improvements} kept, {p.elapsed:.0f} s"
             )
 
@@ -149,7 +151,7 @@ def shrink(
         )
         sys.exit(EXIT_OK)
     table = Table(title=f"shrink {scenario.profile}:{scenario.seed}", header_style="bold")
-    for column in ("", "requests", "plans"):
+    for column in ("", f"{unit}s", "plans"):
         table.add_column(column, justify="right" if column else "left")
     table.add_row("before", str(result.before[0]), str(result.before[1]))
     table.add_row("after", str(result.after[0]), str(result.after[1]))

@@ -35,6 +35,7 @@ class BaseModel:
     choice_fields: Mapping[str, frozenset[str]] = {}  # none listed: every field is a choice
     commands: Mapping[str, str] = {}
     spec = "its docs"
+    size_unit = "item"
     informational: frozenset[str] = frozenset()
     clauses: Sequence[Clause] = ()
 

@@ -672,13 +672,14 @@ def regression_document(result: ShrinkResult, note: str = "") -> dict[str, Any]:
     signature = result.signature
     before_requests, before_plans = result.before
     after_requests, after_plans = result.after
+    unit = tracediff.model.of(result.initial).size_unit
     return {
         "format": REGRESSION_FORMAT,
         "version": 1,
         "note": note
         or (
             f"shrunk from {result.initial.profile}:{result.initial.seed} "
-            f"({before_requests} requests, {before_plans} plans) to {after_requests} requests, "
+            f"({before_requests} {unit}s, {before_plans} plans) to {after_requests} {unit}s, "
             f"{after_plans} plans; {describe_signature(signature)}"
         ),
         "impls": list(result.impls),

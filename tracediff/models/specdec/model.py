@@ -32,6 +32,7 @@ class SpecDecModel:
     }
     checked_impls: Mapping[str, str] = {"optimized": "optimized-check"}
     default_impls: tuple[str, ...] = ("reference", "optimized")
+    size_unit = "request"
     # a plan's choice: the round it runs and the probes that chose it
     choice_fields: Mapping[str, frozenset[str]] = {
         "plan": frozenset({"round", "probe", "refresh"}),
