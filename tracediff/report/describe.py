@@ -27,7 +27,7 @@ from tracediff.compare.model import (
 )
 
 KIND_MEANING: dict[str, str] = {
-    DECISION: "a different round or probe chosen",
+    DECISION: "a different choice made (a field that holds the decision differs)",
     BOOKKEEPING: "the same choice; a recorded field differs",
     TYPE: "equal values of another type",
     VALUE: "the same decisions; a float is wrong by far more than rounding",
