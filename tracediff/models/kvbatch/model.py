@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracediff.errors import ScenarioError, SchedulerFault
-from tracediff.model import Clause, Record, ShrinkPass
+from tracediff.model import Clause, DecisionModel, Record, ShrinkPass
 from tracediff.models import BaseModel
 from tracediff.models.kvbatch import coverage, scenario
 from tracediff.models.kvbatch.scenario import FORMAT, RECORD_KEYS, KVProfile, KVScenario
@@ -28,13 +28,13 @@ def _is_int(value: Any) -> bool:
 class KVBatchModel(BaseModel):
     name = "kvbatch"
     title = "continuous batching with a paged KV cache (docs/kvbatch.md)"
-    methods = ("arrive", "plan")
+    methods: tuple[str, ...] = ("arrive", "plan")
     decide = "plan"
     builtin_impls: Mapping[str, str] = {
         "reference": "tracediff.models.kvbatch.reference:Reference",
         "optimized": "tracediff.models.kvbatch.optimized:Optimized",
     }
-    default_impls = ("reference", "optimized")
+    default_impls: tuple[str, ...] = ("reference", "optimized")
     choice_fields: Mapping[str, frozenset[str]] = {
         "plan": frozenset({"run", "admit", "preempt", "alloc", "evict"}),
     }
@@ -183,3 +183,7 @@ class KVBatchModel(BaseModel):
 scenario_validate = scenario.validate
 
 MODEL = KVBatchModel()
+
+
+def _satisfies_the_seam(model: KVBatchModel) -> DecisionModel:
+    return model  # mypy checks KVBatchModel against the protocol here

@@ -61,11 +61,11 @@ class Optimized:
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            n = min(r.seq - r.done, budget)
+            n = self.chunk(r.seq - r.done, budget)
             need = -(-(r.done + n) // bs) - len(r.blocks)
             gone = False
             while self.free < need:
-                victim = running.pop()
+                victim = self.victim(running, i)
                 self.preempt(victim)
                 preempt.append(victim.id)
                 if victim is r:
@@ -94,14 +94,12 @@ class Optimized:
                         break
                     hits.append(b)
                 k = len(hits)
-                n = min(w.seq - k * bs, budget)
+                n = self.chunk(w.seq - k * bs, budget)
                 new_count = -(-(k * bs + n) // bs) - k
                 revived = sum(1 for b in hits if self.ref[b] == 0)
                 if self.free - revived < new_count:
                     break
-                for b in hits:
-                    self.ref[b] += 1  # a revived block's LRU entry goes stale
-                self.free -= revived
+                self.take(hits, revived)
                 heapq.heappop(waiting)
                 w.blocks = hits
                 w.done = k * bs
@@ -131,6 +129,20 @@ class Optimized:
             self.running = [r for r in running if r.out < r.output]
         return plan_record(self.plans, now, run, admit, preempt, alloc, evict, hits_total,
                            finished, tokens, self.free)  # fmt: skip
+
+    def chunk(self, remaining: int, budget: int) -> int:
+        """The tokens a request computes this step."""
+        return min(remaining, budget)
+
+    def victim(self, running: list[Req], current: int) -> Req:
+        """The request preempted for ``running[current]``: the newest."""
+        return running.pop()
+
+    def take(self, hits: list[int], revived: int) -> None:
+        """An admitted request takes its prefix-hit blocks (``revived`` of them were free)."""
+        for b in hits:
+            self.ref[b] += 1  # a revived block's LRU entry goes stale
+        self.free -= revived
 
     def allocate(self, evict: list[list[int]]) -> int:
         if self.empty:
