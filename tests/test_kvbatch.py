@@ -243,8 +243,21 @@ def test_fuzzed_scenarios_are_valid_and_identical(scenario: KVScenario) -> None:
     check_trace(a)
 
 
-def test_shrink_passes_make_a_divergence_smaller() -> None:
-    done = _td("shrink", "--profile", "quick", "--seed", "0", "--impl", "reference",
-               "--impl", "tests.impls.kvbatch_broken:PreemptOldestFirst")  # fmt: skip
+SHRUNK = [
+    # bug, a quick seed it breaks, the kind and field of the divergence, shrunk requests
+    ("EvictedStillFree", 2, "bookkeeping · plan: free", 2),
+    ("HitIgnoresRefcount", 0, "bookkeeping · plan: free", 2),
+    ("PreemptOldestFirst", 0, "decision · plan: run[*]", 3),
+    ("ChunkOffByOne", 1, "decision · plan: admit[*][*]", 2),
+]
+
+
+@pytest.mark.parametrize(("name", "seed", "kind", "requests"), SHRUNK)
+def test_each_bug_shrinks_to_a_small_scenario_of_its_kind(
+    name: str, seed: int, kind: str, requests: int
+) -> None:
+    done = _td("shrink", "--profile", "quick", "--seed", str(seed), "--impl", "reference",
+               "--impl", f"tests.impls.kvbatch_broken:{name}")  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "shrunk scenario: 3 requests" in done.stdout
+    assert f"signature: {kind}" in done.stdout
+    assert f"shrunk scenario: {requests} requests" in done.stdout

@@ -40,8 +40,8 @@ class KVScenario:
     num_blocks: int = 8
     token_budget: int = 8
     max_running: int = 4
-    step_base: int = 10
-    step_per_token: int = 1
+    step_base: int = 10_000
+    step_per_token: int = 20
     requests: tuple[Request, ...] = ()
 
     def features(self) -> str:
@@ -150,7 +150,7 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
     requests: list[Request] = []
     at = 0
     for rid in ids:
-        at += rng.choice((0, 0, 1, 5, 20, 60))
+        at += rng.choice((0, 0, 1000, 5000, 20000, 60000))
         if rng.random() < 0.3:
             prompt = bs * rng.randint(1, max(1, profile.max_prompt // bs))
         else:
@@ -175,8 +175,8 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
         num_blocks=num_blocks,
         token_budget=token_budget,
         max_running=max_running,
-        step_base=rng.choice((5, 10)),
-        step_per_token=rng.choice((0, 1)),
+        step_base=rng.choice((5000, 10000)),
+        step_per_token=rng.choice((0, 20)),
         requests=tuple(requests),
     )
 

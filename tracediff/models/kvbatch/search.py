@@ -21,6 +21,8 @@ def size_key(scenario: KVScenario, plans: int) -> tuple[int, ...]:
         sum(r.output for r in reqs),
         sum(len(r.prefix) for r in reqs),
         sum(r.arrival for r in reqs),
+        scenario.num_blocks + scenario.token_budget + scenario.max_running,
+        scenario.step_per_token,
     )
 
 
@@ -85,12 +87,36 @@ def _drop_prefix_hashes(shrink: Shrinking) -> None:
             shrink.minimize(length, 0, _holds(shrink, index, _prefix))
 
 
+def _param(field: str, lower: Callable[[KVScenario], int]) -> Callable[[Shrinking], None]:
+    """Shrink a planner parameter towards ``lower(scenario)``."""
+
+    def run(shrink: Shrinking) -> None:
+        value = getattr(shrink.best, field)
+        least = lower(shrink.best)
+        if value > least:
+
+            def works(v: int) -> bool:
+                return shrink.holds(dataclasses.replace(shrink.best, **{field: v}))
+
+            shrink.minimize(value, least, works)
+
+    return run
+
+
+def _fewest_blocks(s: KVScenario) -> int:
+    return max((blocks_for(r.prompt + r.output, s.block_size) for r in s.requests), default=1)
+
+
 PASSES: tuple[ShrinkPass, ...] = (
     ("delete requests", _delete_requests),
     ("shorten outputs", _per_request("output", 1, _output)),
     ("shorten prompts", _per_request("prompt", 1, _prompt)),
     ("drop prefix hashes", _drop_prefix_hashes),
     ("earlier arrivals", _per_request("arrival", 0, _arrival)),
+    ("fewer blocks", _param("num_blocks", _fewest_blocks)),
+    ("smaller token budget", _param("token_budget", lambda s: 1)),
+    ("fewer running", _param("max_running", lambda s: 1)),
+    ("fixed step time", _param("step_per_token", lambda s: 0)),
 )
 
 
@@ -102,7 +128,7 @@ def fuzz_strategy(max_size: int) -> Any:
         st.integers(0, 8),
     )
     item = st.tuples(
-        st.integers(0, 20),  # arrival gap
+        st.sampled_from((0, 0, 1000, 5000, 20000)),  # arrival gap (µs)
         st.integers(1, 16),  # prompt
         st.integers(1, 6),  # output
         st.integers(0, 1),  # priority
