@@ -261,3 +261,20 @@ def test_each_bug_shrinks_to_a_small_scenario_of_its_kind(
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"signature: {kind}" in done.stdout
     assert f"shrunk scenario: {requests} requests" in done.stdout
+
+
+def test_the_bench_scenarios_are_valid_and_the_table_has_every_cell() -> None:
+    from tracediff.models.kvbatch.bench import bench_lines, bench_scenario, run_bench
+    from tracediff.project.impls import load
+
+    for pressure in ("low", "high"):
+        scenario = bench_scenario(30, pressure)
+        MODEL.validate(scenario)
+        check_trace(MODEL.drive(scenario, load(_spec("optimized"))(scenario)))
+    factories = {n: load(_spec(n)) for n in ("reference", "optimized")}
+    cells = run_bench(factories, MODEL.drive, (10, 20), ("low", "high"), repeats=1)
+    assert [(c.requests, c.pressure) for c in cells] == [
+        (10, "low"), (20, "low"), (10, "high"), (20, "high"),
+    ]  # fmt: skip
+    lines = bench_lines(list(factories), cells)
+    assert len(lines) == 1 + 4 + 2 and "x optimized" in lines[0]

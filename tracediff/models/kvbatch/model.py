@@ -39,6 +39,7 @@ class KVBatchModel(BaseModel):
         "plan": frozenset({"run", "admit", "preempt", "alloc", "evict"}),
     }
     spec = coverage.SPEC
+    commands: Mapping[str, str] = {"bench": "tracediff.models.kvbatch.commands.bench:bench"}
     informational = coverage.INFORMATIONAL
 
     # -- scenarios
