@@ -278,3 +278,24 @@ def test_the_bench_scenarios_are_valid_and_the_table_has_every_cell() -> None:
     ]  # fmt: skip
     lines = bench_lines(list(factories), cells)
     assert len(lines) == 1 + 4 + 2 and "x optimized" in lines[0]
+
+
+@pytest.mark.parametrize("name", ["EvictedStillFree", "HitIgnoresRefcount"])
+def test_the_check_mode_names_the_drifted_state(name: str) -> None:
+    """optimized-check (``--check``) recounts after each plan: a bookkeeping bug is caught
+    where it happens, without a reference to compare with."""
+    import tests.impls.kvbatch_broken as broken
+    from tracediff.models.kvbatch.optimized import CheckedOptimized
+
+    assert MODEL.checked_impls == {"optimized": "optimized-check"}
+    checked = type("Checked", (getattr(broken, name), CheckedOptimized), {})
+    messages = []
+    for seed in QUICK.seeds:
+        scenario = MODEL.generate(QUICK, seed)
+        try:
+            list(MODEL.drive(scenario, checked(MODEL.private_copy(scenario))))
+        except AssertionError as exc:
+            messages.append(str(exc))
+        except IndexError:
+            pass  # the bug broke a heap before the check could run
+    assert messages and all("drifted" in m or "free" in m or "negative" in m for m in messages)

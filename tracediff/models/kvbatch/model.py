@@ -33,7 +33,9 @@ class KVBatchModel(BaseModel):
     builtin_impls: Mapping[str, str] = {
         "reference": "tracediff.models.kvbatch.reference:Reference",
         "optimized": "tracediff.models.kvbatch.optimized:Optimized",
+        "optimized-check": "tracediff.models.kvbatch.optimized:CheckedOptimized",
     }
+    checked_impls: Mapping[str, str] = {"optimized": "optimized-check"}
     default_impls: tuple[str, ...] = ("reference", "optimized")
     choice_fields: Mapping[str, frozenset[str]] = {
         "plan": frozenset({"run", "admit", "preempt", "alloc", "evict"}),
