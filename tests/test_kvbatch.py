@@ -299,3 +299,17 @@ def test_the_check_mode_names_the_drifted_state(name: str) -> None:
         except IndexError:
             pass  # the bug broke a heap before the check could run
     assert messages and all("drifted" in m or "free" in m or "negative" in m for m in messages)
+
+
+def test_the_golden_digests_of_quick_hold_and_gate(tmp_path: Path) -> None:
+    """golden/kvbatch holds the reference's digests of quick (the project's golden
+    directory is specdec's, so kvbatch's is named with --golden-dir)."""
+    ok = _td("golden", "check", "--golden-dir", "golden/kvbatch")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "matches all 40 digests" in ok.stdout
+    bad = _td("golden", "check", "--golden-dir", "golden/kvbatch",
+              "--impl", "tests.impls.kvbatch_broken:ChunkOffByOne")  # fmt: skip
+    assert bad.returncode == 1
+    gate = _td("gate", "--golden-dir", "golden/kvbatch", "--regressions", str(tmp_path))
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert "all good" in gate.stdout
