@@ -301,15 +301,22 @@ def test_the_check_mode_names_the_drifted_state(name: str) -> None:
     assert messages and all("drifted" in m or "free" in m or "negative" in m for m in messages)
 
 
-def test_the_golden_digests_of_quick_hold_and_gate(tmp_path: Path) -> None:
-    """golden/kvbatch holds the reference's digests of quick (the project's golden
-    directory is specdec's, so kvbatch's is named with --golden-dir)."""
+def test_the_golden_digests_and_the_corpus_gate() -> None:
+    """golden/kvbatch holds the reference's digests of quick and scenarios/kvbatch the
+    shrunk scenarios of the four bugs (the project's configured golden directory and corpus
+    are specdec's, so kvbatch's are named with --golden-dir and --regressions)."""
     ok = _td("golden", "check", "--golden-dir", "golden/kvbatch")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "matches all 40 digests" in ok.stdout
     bad = _td("golden", "check", "--golden-dir", "golden/kvbatch",
               "--impl", "tests.impls.kvbatch_broken:ChunkOffByOne")  # fmt: skip
     assert bad.returncode == 1
-    gate = _td("gate", "--golden-dir", "golden/kvbatch", "--regressions", str(tmp_path))
+    where = ("--golden-dir", "golden/kvbatch", "--regressions", "scenarios/kvbatch")
+    gate = _td("gate", *where)
     assert gate.returncode == 0, gate.stdout + gate.stderr
-    assert "all good" in gate.stdout
+    assert "all good: 44 scenarios" in gate.stdout
+    for name in BROKEN:
+        failing = _td("gate", *where, "--impl", "reference",
+                      "--impl", f"tests.impls.kvbatch_broken:{name}")  # fmt: skip
+        assert failing.returncode == 1, name
+        assert "regressions" in failing.stdout and "FAIL" in failing.stdout.upper()
