@@ -320,3 +320,32 @@ def test_the_golden_digests_and_the_corpus_gate() -> None:
                       "--impl", f"tests.impls.kvbatch_broken:{name}")  # fmt: skip
         assert failing.returncode == 1, name
         assert "regressions" in failing.stdout and "FAIL" in failing.stdout.upper()
+
+
+def test_a_project_that_configures_kvbatch_runs_every_command_on_it(tmp_path: Path) -> None:
+    """``[tool.tracediff] model = "kvbatch"``: the configured default, no --model needed."""
+    (tmp_path / "pyproject.toml").write_text('[tool.tracediff]\nmodel = "kvbatch"\n')
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT))
+    env.pop("TRACEDIFF_MODEL", None)
+    env.pop("TRACEDIFF_REGRESSIONS", None)
+
+    def td(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+    bug = "tests.impls.kvbatch_broken:ChunkOffByOne"
+    assert "identical: 40 scenarios" in td("tracediff", "run").stdout
+    assert td("tracediff", "record", "--seed", "1", "-o", "a.trace").returncode == 0
+    assert td("tracediff", "record", "--seed", "1", "--impl", bug, "-o", "b.trace").returncode == 0
+    diff = td("tracediff", "diff", "a.trace", "b.trace")
+    assert diff.returncode == 1 and "(plan 1): decision" in diff.stdout
+    show = td("tracediff", "show", "a.trace")
+    assert show.returncode == 0 and "kvbatch" in show.stdout
+    assert td("tracediff", "replay", "a.trace", "--impl", "optimized").returncode == 0
+    assert td("tracediff", "replay", "a.trace", "--impl", bug).returncode == 1
+    fuzz = td("tracediff", "fuzz", "--impl", "reference", "--impl", bug, "--max-examples", "50")
+    assert fuzz.returncode == 1 and "DIVERGED" in fuzz.stdout
+    campaign = td("tracediff", "campaign", "--out", "c", "--seeds", "0..20")
+    assert campaign.returncode == 0, campaign.stdout
+    plugin = td("pytest", "--tracediff-profile", "quick", "-q", "-p", "no:cacheprovider")
+    assert plugin.returncode == 0 and "40 passed" in plugin.stdout, plugin.stdout
