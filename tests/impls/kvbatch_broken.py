@@ -1,0 +1,47 @@
+"""Broken kvbatch planners: the classic optimisation bugs of a paged-KV batch scheduler,
+each one small change to tracediff.models.kvbatch.optimized.Optimized (tests/test_kvbatch.py
+requires every one to be caught on quick, as a divergence)."""
+
+from __future__ import annotations
+
+from tracediff.models.kvbatch.optimized import Optimized
+from tracediff.models.kvbatch.reference import Req
+
+
+class EvictedStillFree(Optimized):
+    """An eviction takes a cached block but the free counter is not decremented for it."""
+
+    def allocate(self, evict: list[list[int]]) -> int:
+        before = len(evict)
+        block = super().allocate(evict)
+        if len(evict) > before:
+            self.free += 1
+        return block
+
+
+class HitIgnoresRefcount(Optimized):
+    """A prefix hit sets the block's reference count to 1 instead of adding one: a block
+    shared by two requests is freed when the first lets it go."""
+
+    def take(self, hits: list[int], revived: int) -> None:
+        for b in hits:
+            self.ref[b] = 1
+        self.free -= revived
+
+
+class PreemptOldestFirst(Optimized):
+    """Preemption order reversed: the oldest request behind the current one goes first."""
+
+    def victim(self, running: list[Req], current: int) -> Req:
+        if len(running) > current + 1:
+            return running.pop(current + 1)
+        return running.pop()
+
+
+class ChunkOffByOne(Optimized):
+    """A chunk cut at the budget is one token short (``budget - 1``)."""
+
+    def chunk(self, remaining: int, budget: int) -> int:
+        if remaining > budget > 1:
+            return budget - 1
+        return min(remaining, budget)

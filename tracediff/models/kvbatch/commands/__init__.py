@@ -1,0 +1,1 @@
+"""The kvbatch model's own commands (KVBatchModel.commands)."""

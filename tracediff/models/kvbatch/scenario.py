@@ -1,0 +1,200 @@
+"""kvbatch scenarios, profiles and the generator (docs/kvbatch.md, "The scenario").
+
+A scenario is a pure value: the planner's budgets, the engine's step time and the requests.
+A seed's scenario is a pure function of (profile, seed).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from tracediff.errors import ScenarioError, UsageError
+
+FORMAT = "kvbatch-trace"
+RECORD_KEYS = (
+    "t", "plan", "now", "run", "admit", "preempt", "alloc", "evict", "hits", "finished",
+    "tokens", "free",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    arrival: int
+    prompt: int
+    output: int
+    priority: int = 1
+    prefix: tuple[int, ...] = ()
+
+    def to_list(self) -> list[Any]:
+        return [self.id, self.arrival, self.prompt, self.output, self.priority, list(self.prefix)]
+
+
+@dataclass(frozen=True)
+class KVScenario:
+    profile: str
+    seed: int
+    block_size: int = 4
+    num_blocks: int = 8
+    token_budget: int = 8
+    max_running: int = 4
+    step_base: int = 10_000
+    step_per_token: int = 20
+    requests: tuple[Request, ...] = ()
+
+    def features(self) -> str:
+        shared = sum(1 for r in self.requests if r.prefix)
+        return (
+            f"{len(self.requests)} requests, {self.num_blocks} blocks of {self.block_size}, "
+            f"budget {self.token_budget}, {shared} with prefixes"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "seed": self.seed,
+            "block_size": self.block_size,
+            "num_blocks": self.num_blocks,
+            "token_budget": self.token_budget,
+            "max_running": self.max_running,
+            "step_base": self.step_base,
+            "step_per_token": self.step_per_token,
+            "requests": [r.to_list() for r in self.requests],
+        }
+
+
+PARAMS = ("block_size", "num_blocks", "token_budget", "max_running", "step_base",
+          "step_per_token")  # fmt: skip
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
+def scenario_from_dict(data: Any) -> KVScenario:
+    try:
+        params = {name: _int(data[name]) for name in PARAMS}
+        requests = tuple(
+            Request(_int(i), _int(a), _int(p), _int(o), _int(pr), tuple(_int(h) for h in hs))
+            for i, a, p, o, pr, hs in data["requests"]
+        )
+        scenario = KVScenario(str(data["profile"]), _int(data["seed"]), requests=requests,
+                              **params)  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ScenarioError(f"not a kvbatch scenario: {type(exc).__name__}: {exc}") from None
+    validate(scenario)
+    return scenario
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def validate(scenario: KVScenario) -> None:
+    """ScenarioError unless the scenario is valid (docs/kvbatch.md, "The scenario")."""
+    s = scenario
+    if min(s.block_size, s.num_blocks, s.token_budget, s.max_running, s.step_base) < 1:
+        raise ScenarioError("kvbatch: block_size, num_blocks, budgets and step_base must be >= 1")
+    if s.step_per_token < 0:
+        raise ScenarioError("kvbatch: step_per_token must be >= 0")
+    ids = [r.id for r in s.requests]
+    if len(set(ids)) != len(ids):
+        raise ScenarioError("kvbatch: request ids must be distinct")
+    for r in s.requests:
+        if r.arrival < 0 or r.prompt < 1 or r.output < 1 or r.priority not in (0, 1):
+            raise ScenarioError(f"kvbatch: request {r.id}: arrival >= 0, prompt and output >= 1, "
+                                "priority 0 or 1")  # fmt: skip
+        if len(r.prefix) > r.prompt // s.block_size:
+            raise ScenarioError(f"kvbatch: request {r.id}: more prefix hashes than full blocks")
+        if blocks_for(r.prompt + r.output, s.block_size) > s.num_blocks:
+            raise ScenarioError(f"kvbatch: request {r.id} does not fit the cache alone")
+
+
+@dataclass(frozen=True)
+class KVProfile:
+    name: str
+    description: str
+    seeds: tuple[int, ...]
+    max_requests: int
+    max_prompt: int
+    max_output: int
+
+
+PROFILES = {
+    "quick": KVProfile("quick", "40 small batches under block pressure", tuple(range(40)),
+                       8, 24, 8),
+    "default": KVProfile("default", "300 batches, longer prompts", tuple(range(300)),
+                         16, 48, 16),
+}  # fmt: skip
+
+
+def load_profile(name: str) -> KVProfile:
+    if name not in PROFILES:
+        raise UsageError(f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILES))}")
+    return PROFILES[name]
+
+
+def generate(profile: KVProfile, seed: int) -> KVScenario:
+    rng = random.Random(f"kvbatch:{profile.name}:{seed}")
+    bs = rng.choice((2, 4, 4, 8))
+    token_budget = rng.choice((4, 8, 16, 32))
+    max_running = rng.choice((2, 3, 4, 8))
+    count = rng.randint(2, profile.max_requests)
+    families = rng.randint(1, 3)
+    ids = list(range(count))
+    rng.shuffle(ids)
+    requests: list[Request] = []
+    at = 0
+    for rid in ids:
+        at += rng.choice((0, 0, 1000, 5000, 20000, 60000))
+        if rng.random() < 0.3:
+            prompt = bs * rng.randint(1, max(1, profile.max_prompt // bs))
+        else:
+            prompt = rng.randint(1, profile.max_prompt)
+        output = rng.randint(1, profile.max_output)
+        priority = 0 if rng.random() < 0.2 else 1
+        full = prompt // bs
+        prefix: list[int] = []
+        if full and rng.random() < 0.75:
+            family = rng.randrange(families)
+            shared = rng.randint(0, full)
+            last = rng.randint(shared, full)
+            prefix = [(family + 1) * 1000 + i for i in range(shared)]
+            prefix += [(rid + 1) * 100000 + i for i in range(shared, last)]
+        requests.append(Request(rid, at, prompt, output, priority, tuple(prefix)))
+    biggest = max(blocks_for(r.prompt + r.output, bs) for r in requests)
+    num_blocks = biggest + rng.randint(0, biggest * rng.choice((0, 1, 1, 3)))
+    return KVScenario(
+        profile.name,
+        seed,
+        block_size=bs,
+        num_blocks=num_blocks,
+        token_budget=token_budget,
+        max_running=max_running,
+        step_base=rng.choice((5000, 10000)),
+        step_per_token=rng.choice((0, 20)),
+        requests=tuple(requests),
+    )
+
+
+def plan_record(
+    plan: int,
+    now: int,
+    run: list[list[int]],
+    admit: list[list[int]],
+    preempt: list[int],
+    alloc: list[list[Any]],
+    evict: list[list[int]],
+    hits: int,
+    finished: list[int],
+    tokens: int,
+    free: int,
+) -> dict[str, Any]:
+    """The plan record of docs/kvbatch.md, its keys in their fixed order."""
+    return {"t": "plan", "plan": plan, "now": now, "run": run, "admit": admit,
+            "preempt": preempt, "alloc": alloc, "evict": evict, "hits": hits,
+            "finished": finished, "tokens": tokens, "free": free}  # fmt: skip

@@ -1,0 +1,154 @@
+"""kvbatch search: shrink passes, the shrink order and the fuzz strategy."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tracediff.model import Shrinking, ShrinkPass
+from tracediff.models.kvbatch.scenario import KVScenario, Request, blocks_for
+
+
+def size_key(scenario: KVScenario, plans: int) -> tuple[int, ...]:
+    reqs = scenario.requests
+    return (
+        len(reqs),
+        plans,
+        sum(r.prompt for r in reqs),
+        sum(r.output for r in reqs),
+        sum(len(r.prefix) for r in reqs),
+        sum(r.arrival for r in reqs),
+        scenario.num_blocks + scenario.token_budget + scenario.max_running,
+        scenario.step_per_token,
+    )
+
+
+def _with(scenario: KVScenario, index: int, **changes: Any) -> KVScenario:
+    reqs = list(scenario.requests)
+    reqs[index] = dataclasses.replace(reqs[index], **changes)
+    return dataclasses.replace(scenario, requests=tuple(reqs))
+
+
+def _delete_requests(shrink: Shrinking) -> None:
+    shrink.delete_runs(
+        lambda s: s.requests, lambda reqs: dataclasses.replace(shrink.best, requests=reqs)
+    )
+
+
+def _holds(
+    shrink: Shrinking, index: int, build: Callable[[KVScenario, int, int], KVScenario]
+) -> Callable[[int], bool]:
+    def works(value: int) -> bool:
+        return shrink.holds(build(shrink.best, index, value))
+
+    return works
+
+
+def _per_request(
+    field: str, lower: int, build: Callable[[KVScenario, int, int], KVScenario]
+) -> Callable[[Shrinking], None]:
+    def run(shrink: Shrinking) -> None:
+        for index in range(len(shrink.best.requests)):
+            if index >= len(shrink.best.requests):
+                return
+            value = getattr(shrink.best.requests[index], field)
+            if value > lower:
+                shrink.minimize(value, lower, _holds(shrink, index, build))
+
+    return run
+
+
+def _prompt(s: KVScenario, i: int, v: int) -> KVScenario:
+    prefix = s.requests[i].prefix[: v // s.block_size]
+    return _with(s, i, prompt=v, prefix=prefix)
+
+
+def _output(s: KVScenario, i: int, v: int) -> KVScenario:
+    return _with(s, i, output=v)
+
+
+def _prefix(s: KVScenario, i: int, v: int) -> KVScenario:
+    return _with(s, i, prefix=s.requests[i].prefix[:v])
+
+
+def _arrival(s: KVScenario, i: int, v: int) -> KVScenario:
+    return _with(s, i, arrival=v)
+
+
+def _drop_prefix_hashes(shrink: Shrinking) -> None:
+    for index in range(len(shrink.best.requests)):
+        if index >= len(shrink.best.requests):
+            return
+        length = len(shrink.best.requests[index].prefix)
+        if length:
+            shrink.minimize(length, 0, _holds(shrink, index, _prefix))
+
+
+def _param(field: str, lower: Callable[[KVScenario], int]) -> Callable[[Shrinking], None]:
+    """Shrink a planner parameter towards ``lower(scenario)``."""
+
+    def run(shrink: Shrinking) -> None:
+        value = getattr(shrink.best, field)
+        least = lower(shrink.best)
+        if value > least:
+
+            def works(v: int) -> bool:
+                return shrink.holds(dataclasses.replace(shrink.best, **{field: v}))
+
+            shrink.minimize(value, least, works)
+
+    return run
+
+
+def _fewest_blocks(s: KVScenario) -> int:
+    return max((blocks_for(r.prompt + r.output, s.block_size) for r in s.requests), default=1)
+
+
+PASSES: tuple[ShrinkPass, ...] = (
+    ("delete requests", _delete_requests),
+    ("shorten outputs", _per_request("output", 1, _output)),
+    ("shorten prompts", _per_request("prompt", 1, _prompt)),
+    ("drop prefix hashes", _drop_prefix_hashes),
+    ("earlier arrivals", _per_request("arrival", 0, _arrival)),
+    ("fewer blocks", _param("num_blocks", _fewest_blocks)),
+    ("smaller token budget", _param("token_budget", lambda s: 1)),
+    ("fewer running", _param("max_running", lambda s: 1)),
+    ("fixed step time", _param("step_per_token", lambda s: 0)),
+)
+
+
+def fuzz_strategy(max_size: int) -> Any:
+    params = st.tuples(
+        st.sampled_from((2, 4)),
+        st.sampled_from((2, 4, 8, 16)),
+        st.integers(1, 4),
+        st.integers(0, 8),
+    )
+    item = st.tuples(
+        st.sampled_from((0, 0, 1000, 5000, 20000)),  # arrival gap (µs)
+        st.integers(1, 16),  # prompt
+        st.integers(1, 6),  # output
+        st.integers(0, 1),  # priority
+        st.integers(-1, 1),  # prefix family (-1: own hashes)
+        st.integers(0, 4),  # prefix blocks
+    )
+    items = st.lists(item, min_size=1, max_size=max(1, max_size))
+
+    def build(drawn: tuple[tuple[int, int, int, int], list[tuple[int, ...]]]) -> KVScenario:
+        (bs, budget, max_running, extra), rows = drawn
+        reqs, at = [], 0
+        for rid, (gap, prompt, output, priority, family, blocks) in enumerate(rows):
+            at += gap
+            length = min(blocks, prompt // bs)
+            base = (family + 1) * 1000 if family >= 0 else (rid + 1) * 100000
+            reqs.append(Request(rid, at, prompt, output, priority,
+                                tuple(base + i for i in range(length))))  # fmt: skip
+        biggest = max(blocks_for(r.prompt + r.output, bs) for r in reqs)
+        return KVScenario("fuzz", 0, block_size=bs, num_blocks=biggest + extra,
+                          token_budget=budget, max_running=max_running,
+                          requests=tuple(reqs))  # fmt: skip
+
+    return st.tuples(params, items).map(build)
