@@ -56,6 +56,7 @@ def test_reference_and_optimized_are_identical_on_quick() -> None:
 def _td(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, COLUMNS="200")
     env.pop("TRACEDIFF_MODEL", None)
+    env.pop("TRACEDIFF_REGRESSIONS", None)  # the repository's own (kvbatch's subdirectory)
     return subprocess.run(
         [sys.executable, "-m", "tracediff", "--model", "kvbatch", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -63,7 +64,7 @@ def _td(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_line_runs_and_covers_quick() -> None:
-    # --no-regressions: this repository's corpus holds specdec scenarios
+    # --no-regressions: the profile alone (the corpus has its own test below)
     run = _td("run", "--profile", "quick", "--no-regressions")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "identical: 40 scenarios" in run.stdout
@@ -302,16 +303,15 @@ def test_the_check_mode_names_the_drifted_state(name: str) -> None:
 
 
 def test_the_golden_digests_and_the_corpus_gate() -> None:
-    """golden/kvbatch holds the reference's digests of quick and scenarios/kvbatch the
-    shrunk scenarios of the four bugs (the project's configured golden directory and corpus
-    are specdec's, so kvbatch's are named with --golden-dir and --regressions)."""
-    ok = _td("golden", "check", "--golden-dir", "golden/kvbatch")
+    """golden/kvbatch holds the reference's digests of quick and scenarios/regressions/kvbatch
+    the shrunk scenarios of the four bugs: this project's model is specdec, so another model's
+    data is found in a subdirectory named after it, without naming it."""
+    ok = _td("golden", "check")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "matches all 40 digests" in ok.stdout
-    bad = _td("golden", "check", "--golden-dir", "golden/kvbatch",
-              "--impl", "tests.impls.kvbatch_broken:ChunkOffByOne")  # fmt: skip
+    bad = _td("golden", "check", "--impl", "tests.impls.kvbatch_broken:ChunkOffByOne")
     assert bad.returncode == 1
-    where = ("--golden-dir", "golden/kvbatch", "--regressions", "scenarios/kvbatch")
+    where: tuple[str, ...] = ()
     gate = _td("gate", *where)
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert "all good: 44 scenarios" in gate.stdout

@@ -156,3 +156,30 @@ def test_the_toy_model_uses_only_the_public_seam() -> None:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tracediff")
     }
     assert imported == {"tracediff.model", "tracediff.models", "tracediff.errors"}
+
+
+def test_another_models_data_lives_in_a_subdirectory_named_after_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project's data is its configured model's; a model chosen for one command reads
+    and writes the corpus and the manifests in a subdirectory named after it."""
+    from tracediff import model as models
+    from tracediff.project import resolve
+
+    monkeypatch.syspath_prepend(str(TOY))
+    monkeypatch.delenv("TRACEDIFF_REGRESSIONS", raising=False)
+    models._entry_points.cache_clear()
+    models.get.cache_clear()
+    try:
+        monkeypatch.delenv("TRACEDIFF_MODEL", raising=False)
+        own = resolve(project)
+        assert own.model == "toy" and own.golden.path == project / "golden"
+        assert own.regressions.path == project / "scenarios" / "regressions"
+        monkeypatch.setenv("TRACEDIFF_MODEL", "specdec")
+        guest = resolve(project)
+        assert guest.model == "specdec" and guest.impls == ("reference", "optimized")
+        assert guest.golden.path == project / "golden" / "specdec"
+        assert guest.regressions.path == project / "scenarios" / "regressions" / "specdec"
+    finally:
+        models._entry_points.cache_clear()
+        models.get.cache_clear()

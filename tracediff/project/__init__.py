@@ -197,18 +197,23 @@ def resolve(start: Path | None = None) -> Project:
     if config.path is not None:
         _on_import_path(root)
     model, model_origin = _model_name(config)
+    # The project's data is its own model's (the configured one, else the default); another
+    # model chosen for a command keeps its corpus and manifests in a subdirectory named after
+    # it, so two models' scenarios or digests never mix in one directory.
+    guest = model if model != (config.model or models.DEFAULT_MODEL) else None
     return Project(
         config=config,
         root=root,
         model=model,
         model_origin=model_origin,
-        impls=config.impls or models.get(model).default_impls,
-        impls_configured=bool(config.impls),
+        # the configured implementations are the project's model's, not a guest model's
+        impls=(None if guest else config.impls) or models.get(model).default_impls,
+        impls_configured=bool(config.impls) and guest is None,
         profile=config.profile or DEFAULT_PROFILE,
         timeout=config.timeout,
         jobs=config.jobs,
-        regressions=_locate("regressions", config, root),
-        golden=_locate("golden", config, root),
+        regressions=_locate("regressions", config, root, guest),
+        golden=_locate("golden", config, root, guest),
         artifacts=_locate("artifacts", config, root),
     )
 
@@ -228,14 +233,20 @@ def current_model() -> DecisionModel:
     return models.get(name)
 
 
-def _locate(kind: str, config: Config, root: Path) -> Location:
+def _locate(kind: str, config: Config, root: Path, guest: str | None = None) -> Location:
     env = ENVIRONMENT.get(kind)
     if env and os.environ.get(env):
-        return Location(kind, Path(os.environ[env]), f"${env}")
-    configured: Path | None = getattr(config, kind)
-    if configured is not None:
-        return Location(kind, configured, config.where(kind))
-    return Location(kind, root / DEFAULT_DIRS[kind], "default")
+        found = Location(kind, Path(os.environ[env]), f"${env}")
+    else:
+        configured: Path | None = getattr(config, kind)
+        if configured is not None:
+            found = Location(kind, configured, config.where(kind))
+        else:
+            found = Location(kind, root / DEFAULT_DIRS[kind], "default")
+    if guest is None:
+        return found
+    # read like a default: a model with no data there yet has none, which is no error
+    return Location(kind, found.path / guest, "default")
 
 
 def _readable(location: Location) -> bool:
