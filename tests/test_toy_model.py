@@ -58,6 +58,12 @@ def test_the_entry_point_registers_the_model_and_the_project_selects_it(project:
     assert rows["toy"]["impls"] == "reference, fast, optimized"
     bad = td(project, "--model", "nope", "run")
     assert bad.returncode == 2 and "unknown model 'nope'" in bad.stderr
+    # --model after the command means the same; another model's defaults then apply
+    guest = td(project, "run", "--seeds", "0..1", "--model", "specdec")
+    assert guest.returncode == 0, guest.stdout + guest.stderr
+    assert "reference vs optimized" in guest.stdout
+    missing = td(project, "run", "--model")
+    assert missing.returncode == 2 and "requires an argument" in missing.stderr
 
 
 def test_run_is_identical_for_fast_and_finds_the_tie_break_of_optimized(project: Path) -> None:

@@ -104,6 +104,30 @@ class _HelpGroup(click.Group):
 _HelpGroup.group_class = _HelpGroup
 
 
+def _model_first(args: list[str]) -> list[str]:
+    """``--model NAME`` is the root's option, but reads naturally after the command too
+    (``tracediff run --model kvbatch``): wherever it stands, it is moved to the front, so it
+    is applied before the command is looked up. No command has an option of that name."""
+    rest: list[str] = []
+    chosen: list[str] = []
+    items = iter(args)
+    for arg in items:
+        if arg == "--":
+            rest.append(arg)
+            rest.extend(items)
+            break
+        if arg == "--model":
+            value = next(items, None)
+            if value is None:
+                raise click.UsageError("Option '--model' requires an argument (a model name)")
+            chosen = [arg, value]
+        elif arg.startswith("--model="):
+            chosen = [arg]
+        else:
+            rest.append(arg)
+    return chosen + rest
+
+
 class TracediffGroup(_HelpGroup):
     """Maps every failure to one line on stderr and an exit code (no traceback):
 
@@ -120,6 +144,7 @@ class TracediffGroup(_HelpGroup):
         **extra: Any,
     ) -> click.Context:
         try:
+            args = _model_first(args) if parent is None else args
             return super().make_context(info_name, args, parent, **extra)
         except click.exceptions.NoArgsIsHelpError:
             raise
