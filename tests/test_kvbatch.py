@@ -8,6 +8,7 @@ on quick as a divergence.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -349,3 +350,12 @@ def test_a_project_that_configures_kvbatch_runs_every_command_on_it(tmp_path: Pa
     assert campaign.returncode == 0, campaign.stdout
     plugin = td("pytest", "--tracediff-profile", "quick", "-q", "-p", "no:cacheprovider")
     assert plugin.returncode == 0 and "40 passed" in plugin.stdout, plugin.stdout
+
+
+def test_impls_lists_the_models_own_implementations_only() -> None:
+    done = _td("impls", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    targets = [row["target"] for row in rows if row["kind"] != "exec"]
+    assert targets and all(t.startswith("tracediff.models.kvbatch.") for t in targets)
+    assert not any("shadowed" in row["note"] for row in rows)

@@ -94,7 +94,7 @@ def listing() -> list[Listed]:
     except Exception:  # noqa: BLE001 - broken metadata must not break the listing
         points = []
     for ep in points:
-        if known.get(ep.name) == ep.value:
+        if known.get(ep.name) == ep.value or _builtin_of_another_model(ep.value, known):
             continue  # tracediff's own entry points, for tools that only read metadata
         note = ""
         if ep.name in known:
@@ -115,6 +115,14 @@ def listing() -> list[Listed]:
         )
     )
     return rows
+
+
+def _builtin_of_another_model(target: str, known: Mapping[str, str]) -> bool:
+    """A built-in model's implementation (``tracediff.models.NAME...``) while another model
+    is in effect: not a candidate here, so not listed as one."""
+    package = ".".join(target.partition(":")[0].split(".")[:3])
+    ours = {".".join(t.partition(":")[0].split(".")[:3]) for t in known.values()}
+    return package.startswith("tracediff.models.") and package not in ours
 
 
 def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
