@@ -89,7 +89,9 @@ class _Failed:
     raised_in: str = ""  # the driver method it raised in: "plan()", "complete()", ...
 
 
-def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
+def _step(
+    source: Iterator[Item], catch: bool, model: DecisionModel | None = None
+) -> Item | _Failed | None:
     try:
         return next(source)
     except StopIteration:
@@ -98,7 +100,7 @@ def _step(source: Iterator[Item], catch: bool) -> Item | _Failed | None:
         if not catch:
             raise
         text = "".join(traceback.format_exception(exc)).rstrip()
-        return _Failed(type(exc).__name__, text, raised_in(exc))
+        return _Failed(type(exc).__name__, text, raised_in(exc, model))
 
 
 def raised_in(exc: BaseException, model: DecisionModel | None = None) -> str:
@@ -147,6 +149,7 @@ def _walk(
     sources: Sequence[Iterator[Item]],
     *,
     context: int,
+    model: DecisionModel | None = None,
     stop_on_difference: bool = True,
     catch: bool = True,
     limit: int | None = None,
@@ -158,7 +161,7 @@ def _walk(
     walk = _Walk()
     index = 0
     while limit is None or index <= limit:
-        items = [_step(source, catch) for source in sources]
+        items = [_step(source, catch, model) for source in sources]
         failed = next((i for i, item in enumerate(items) if isinstance(item, _Failed)), None)
         payloads = tuple(item[0] if isinstance(item, tuple) else None for item in items)
         same = all(p == payloads[0] for p in payloads)
@@ -419,7 +422,7 @@ def explain(
     if result.status == ERROR:
         # The runner decided it is an error (it raised before any record differed, or the
         # engine refused the differing record itself); a difference on the way is a note.
-        walk = _walk(sources, context=context, stop_on_difference=False)
+        walk = _walk(sources, context=context, stop_on_difference=False, model=base.model)
         notes: tuple[str, ...] = ()
         if walk.first_difference is not None:
             notes = (f"the records already differed at record {walk.first_difference}",)
@@ -432,7 +435,11 @@ def explain(
     # Under decision equivalence the runner reports the first difference it did not tolerate;
     # earlier records may differ in floats within --ulps, and are walked past.
     walk = _walk(
-        sources, context=context, limit=result.divergence, stop_from=result.divergence or 0
+        sources,
+        context=context,
+        limit=result.divergence,
+        stop_from=result.divergence or 0,
+        model=base.model,
     )
     if walk.index is None:
         return _not_reproduced(base, result)
@@ -727,7 +734,7 @@ def explain_traces(path_a: str, path_b: str, context: int = DEFAULT_CONTEXT) -> 
         model=trace_model(reader_a),
     )
     sources = [_file_source(reader_a), _file_source(reader_b)]
-    walk = _walk(sources, context=context, catch=False)
+    walk = _walk(sources, context=context, catch=False, model=base.model)
     divergence = None if walk.index is None else _divergence(walk, base, sources)
     if divergence is not None and divergence.plan is not None:
         divergence = replace(
