@@ -340,12 +340,20 @@ _REQUIRED: Sequence[str] = tuple(
 def of(scenario: Any) -> DecisionModel:
     """The model a scenario object belongs to (by its class's module: a model's scenarios
     are defined under its package), the default model when none claims it."""
-    module = type(scenario).__module__
+    return get(_owner(type(scenario).__module__))
+
+
+@functools.cache
+def _owner(module: str) -> str | None:
+    """The model whose package holds ``module``: the most specific one when packages nest,
+    so that the answer never depends on the order entry points are discovered in."""
+    best: tuple[int, str] | None = None
     for name, target in _entry_points().items():
         package = target.partition(":")[0].rpartition(".")[0] or target.partition(":")[0]
         if module == package or module.startswith(package + "."):
-            return get(name)
-    return get(None)
+            if best is None or (len(package), name) > best:
+                best = (len(package), name)
+    return None if best is None else best[1]
 
 
 Factory = Callable[[Any], Any]

@@ -355,13 +355,9 @@ class _Watched(TimedScheduler):
         return watched
 
     def _decide(self, *args: Any) -> Any:
-        self.plans += 1
         self.progress[0] = self.index
-        self.progress[1] = self.plans
-        start = time.perf_counter_ns()
-        record = self._decision(*args)
-        self.plan_ns += time.perf_counter_ns() - start
-        return record
+        self.progress[1] = self.plans + 1  # the decision about to be made
+        return TimedScheduler._decide(self, *args)
 
 
 def run_scenario(

@@ -21,7 +21,7 @@ from tracediff.executor.call import Guarded, ImplementationFailed, construct, su
 from tracediff.model import DecisionModel
 from tracediff.models.specdec.scenario.model import Scenario, private_copy
 from tracediff.models.specdec.sched.record import packed_record
-from tracediff.models.specdec.schema import Schema, TraceChecker, header_schema
+from tracediff.models.specdec.schema import Schema, TraceChecker
 from tracediff.project.impls import ImplSpec, load
 from tracediff.replay import (
     ERROR,
@@ -38,12 +38,6 @@ from tracediff.trace.checked import checked_records
 
 INPUT_TYPES = ("arrival", "completion")
 DECISION_TYPES = ("plan", "retire")
-
-
-def scenario_from_header(header: dict[str, Any], name: str) -> Scenario:
-    """The scenario a trace header carries; a TraceFormatError naming the file if the
-    header is not a tracediff trace header (tracediff/models/specdec/schema.py)."""
-    return header_schema(header, name)[1]
 
 
 def replay_trace(

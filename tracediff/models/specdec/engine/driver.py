@@ -9,25 +9,17 @@ lockstep. The scheduler is anything with the driver interface (docs/implementati
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from tracediff.errors import SchedulerFault
 from tracediff.models.specdec.engine.simulator import SimulatedEngine
-from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.sched.record import COLUMNS, PLAN_KEYS, TYPE_NAMES, packed_record
 from tracediff.models.specdec.schema import SCHEMA_VERSION, TRACE_FORMAT, record_problem
 from tracediff.trace.columns import ColumnError
 
 TRACE_VERSION = SCHEMA_VERSION
 MAX_PLANS = 200_000  # a scenario that needs more is a scheduler that does not converge
-
-
-class Scheduler(Protocol):
-    def arrive(self, spec: RequestSpec, now: int) -> None: ...
-
-    def plan(self, now: int) -> dict[str, Any]: ...
-
-    def complete(self, event: dict[str, Any], now: int) -> list[int]: ...
 
 
 def header_record(scenario: Scenario) -> dict[str, Any]:
