@@ -27,6 +27,15 @@ def _empty_regression_corpus(
     monkeypatch.setenv("TRACEDIFF_REGRESSIONS", str(empty))
 
 
+@pytest.fixture(autouse=True)
+def _not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs the same on a laptop and under CI: commands that refuse to write the
+    golden directory or the corpus in CI (``CI=true``) would otherwise behave differently
+    there. Tests about CI behaviour set the variables themselves."""
+    for name in ("CI", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
