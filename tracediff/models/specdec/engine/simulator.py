@@ -37,6 +37,9 @@ class SimulatedEngine:
         self.copy_misses: dict[int, int] = {}  # copy lanes: rounds left with nothing to offer
         self.offers = {r.id: self._next_offer(r, 0) for r in scenario.requests}
         self.gpu_free_at = 0
+        self.drift: dict[tuple[int, int, int], float] = {}
+        # request -> its true acceptance at depths 1..7 (a pure function of its spec)
+        self.acceptance: dict[int, list[float]] = {}
         # (end time µs, true duration µs, plan number, round row) in submission order:
         # the GPU is serial, so rounds finish in the order they were submitted.
         self.in_flight: deque[tuple[int, int, int, list[Any]]] = deque()
@@ -101,7 +104,11 @@ class SimulatedEngine:
         duration = 0
         if lanes:
             cost = self.true_cost(kind, b_pad, width)
-            drift = 2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0
+            drift = self.drift.get((kind, b_pad, width))
+            if drift is None:  # a shape's drift is drawn once per scenario: keep it
+                drift = self.drift[(kind, b_pad, width)] = (
+                    2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0
+                )
             noise = 2.0 * rng.uniform(self.seed, "noise", plan) - 1.0
             duration = int(
                 cost
@@ -155,33 +162,42 @@ class SimulatedEngine:
 
     def _lane_result(self, plan: int, request: int, prefix: int, alloc: int) -> list[Any]:
         spec = self.specs[request]
-        verified = min(prefix, self.offers[request])
+        offer = self.offers[request]
+        verified = prefix if prefix < offer else offer
+        seed = self.seed
         if (
             alloc == DEVICE
             and verified > 0
-            and rng.chance(self.seed, "truncate", self.truth.device_truncation, request, plan)
+            and rng.chance(seed, "truncate", self.truth.device_truncation, request, plan)
         ):
-            verified = rng.randint(self.seed, "truncate-to", 0, verified - 1, request, plan)
+            verified = rng.randint(seed, "truncate-to", 0, verified - 1, request, plan)
         accepted = 0
-        for depth in range(1, verified + 1):
-            if rng.uniform(self.seed, "accept", request, plan, depth) >= self._acceptance(
-                spec, depth
-            ):
-                break
-            accepted = depth
+        if verified:
+            acceptance = self.acceptance.get(request)
+            if acceptance is None:
+                acceptance = self.acceptance[request] = [
+                    self._acceptance(spec, depth) for depth in range(1, MAX_DRAFT + 1)
+                ]
+            uniform = rng.uniform
+            for depth in range(1, verified + 1):
+                if uniform(seed, "accept", request, plan, depth) >= acceptance[depth - 1]:
+                    break
+                accepted = depth
         tokens = 0
-        if not self.finished[request]:
+        finished = self.finished[request]
+        if not finished:
             tokens = 1 + accepted
             limit = spec.max_new if spec.stop_at < 0 else min(spec.max_new, spec.stop_at)
-            if self.generated[request] + tokens >= limit:
-                tokens = limit - self.generated[request]
-                self.finished[request] = True
-            self.generated[request] += tokens
+            generated = self.generated[request]
+            if generated + tokens >= limit:
+                tokens = limit - generated
+                finished = self.finished[request] = True
+            self.generated[request] = generated + tokens
         if spec.proposer == "copy":
-            self.offers[request] = self._copy_after(spec, plan, verified, accepted)
+            offer = self.offers[request] = self._copy_after(spec, plan, verified, accepted)
         else:
-            self.offers[request] = MAX_DRAFT
-        return [request, verified, accepted, tokens, self.finished[request], self.offers[request]]
+            offer = self.offers[request] = MAX_DRAFT
+        return [request, verified, accepted, tokens, finished, offer]
 
     def _check(self, plan: int, round_row: Any) -> None:
         """Refuse a malformed round: a broken scheduler is a finding, not a crash."""

@@ -10,13 +10,35 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from typing import Any
 
 _SCALE = 1.0 / float(1 << 64)
+# The simulated engine makes several draws per lane per round, so a draw is kept cheap
+# without changing its value: the hash of (seed, parts, tag) is taken from a copy of a
+# blake2b state that has already absorbed the seed (copying a state costs half of building
+# one), the parts are packed by a Struct built once per arity, the tag's bytes are kept.
+_PARTS = tuple(struct.Struct(f">{arity}q").pack for arity in range(8))
+_SEED = struct.Struct(">q").pack
+_U64 = struct.Struct(">Q").unpack
+_TAGS: dict[str, bytes] = {}
+_SEEDED: dict[int, Any] = {}  # seed -> blake2b state after the seed's 8 bytes
 
 
 def _digest(seed: int, tag: str, parts: tuple[int, ...]) -> int:
-    payload = struct.pack(f">q{len(parts)}q", seed, *parts) + tag.encode("ascii")
-    return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big")
+    state = _SEEDED.get(seed)
+    if state is None:
+        if len(_SEEDED) > 4096:  # one per scenario seen: keep the cache bounded
+            _SEEDED.clear()
+        state = _SEEDED[seed] = hashlib.blake2b(_SEED(seed), digest_size=8)
+    key = _TAGS.get(tag)
+    if key is None:
+        key = _TAGS[tag] = tag.encode("ascii")
+    arity = len(parts)
+    pack = _PARTS[arity] if arity < len(_PARTS) else struct.Struct(f">{arity}q").pack
+    hasher = state.copy()
+    hasher.update(pack(*parts) + key)
+    value: int = _U64(hasher.digest())[0]
+    return value
 
 
 def uniform(seed: int, tag: str, *parts: int) -> float:

@@ -12,7 +12,7 @@ so the scheduler knows nothing of traces: the driver only encodes what it is han
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracediff.models.specdec.scenario.model import (
     MAX_DRAFT,
@@ -43,8 +43,11 @@ class RequestState:
     accepts: list[int] = field(default_factory=lambda: [0] * MAX_DRAFT)
 
 
-@dataclass(frozen=True)
-class SubmittedLane:
+class SubmittedLane(NamedTuple):
+    """One lane of a submitted round. A named tuple, not a frozen dataclass: every plan
+    builds one per lane, and a tuple is built in C instead of a field-by-field
+    ``object.__setattr__``."""
+
     request: int
     slot: int
     prefix: int  # exact prefix (host) or ceiling (device)
@@ -77,9 +80,8 @@ class SubmittedRound:
         ]
 
 
-@dataclass(frozen=True)
-class Lane:
-    """An eligible lane as a plan() call sees it."""
+class Lane(NamedTuple):
+    """An eligible lane as a plan() call sees it (a named tuple: one per lane per plan)."""
 
     request: int
     slot: int

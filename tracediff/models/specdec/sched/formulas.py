@@ -9,6 +9,8 @@ call these functions. Every summation is an explicit left-to-right loop: ``sum()
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from collections.abc import Sequence
 
 from tracediff.models.specdec.scenario.model import MAX_DRAFT, SchedulerParams
@@ -62,6 +64,12 @@ def expected_tokens(lane_values: Sequence[float]) -> float:
     for value in lane_values:
         total = total + value
     return total
+
+
+def running_expected_tokens(lane_values: Sequence[float]) -> list[float]:
+    """``expected_tokens(lane_values[:n])`` for n = 0..len: the same left-to-right additions
+    from 0.0, each partial total kept (so entry n has the bits of the cohort of n lanes)."""
+    return list(itertools.accumulate(lane_values, operator.add, initial=0.0))
 
 
 def bucket(buckets: Sequence[int], size: int) -> int:

@@ -99,12 +99,14 @@ A mismatch raises :class:`tracediff.errors.SchedulerFault` naming the plan and t
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from tracediff.errors import SchedulerFault
 from tracediff.models.specdec.scenario.model import MAX_DRAFT, Scenario
 from tracediff.models.specdec.sched import formulas as F
 from tracediff.models.specdec.sched.core import (
+    DECODING,
     Lane,
     RequestState,
     SchedulerCore,
@@ -133,6 +135,10 @@ _ID, _KIND, _COHORT, _PREFILL, _BOUND, _B_PAD, _WIDTH, _PREFIXES, _E, _DURATION,
 Allocation = tuple[list[int], float, int, int, bytes]
 
 Shape = tuple[int, int, int, int, int, int, Allocation, int]
+
+# Per width bound: (want per lane, its lane value per lane, and by cohort size n = 0..lanes
+# the unclipped allocation's E, widest prefix and Σ prefix, and the wants as u8 bytes).
+_Wants = tuple[list[int], list[float], list[float], list[int], list[int], bytes]
 
 
 def _eligible_columns(lanes: list[Lane], curves: list[list[float]]) -> list[Any]:
@@ -212,6 +218,10 @@ def _candidate_columns(shapes: list[Shape], halves: int, rows: list[list[Any]]) 
     ]
 
 
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
 def _key(row: list[Any]) -> tuple[float, int, int, int, int, int, bool, int]:
     return F.winner_key(
         row[_VALUE],
@@ -230,6 +240,7 @@ class _PlanContext:
 
     __slots__ = (
         "allocations",
+        "cursors",
         "curves",
         "fixed_positions",
         "limits",
@@ -251,31 +262,41 @@ class _PlanContext:
         ]
         self.fixed_positions = [p for p, lane in enumerate(lanes) if lane.fixed_width >= 0]
         self.ranking: list[tuple[int, int]] | None = None
+        # (cohort, bound) -> [next ranking index, free slots taken, free prefixes]
+        self.cursors: dict[tuple[int, int], list[Any]] = {}
         # bound -> (want per lane, lane value of that want per lane)
-        self.per_bound: dict[int, tuple[list[int], list[float]]] = {}
+        self.per_bound: dict[int, _Wants] = {}
         self.allocations: dict[tuple[int, int, int], Allocation] = {}
 
-    def wants(self, bound: int) -> tuple[list[int], list[float]]:
+    def wants(self, bound: int) -> _Wants:
+        """What every lane wants under ``bound`` when the budget does not bind, and for each
+        cohort size n the allocation's E, widest prefix and tokens over the first n lanes
+        (running totals in priority order: the same additions expected_tokens makes)."""
         entry = self.per_bound.get(bound)
         if entry is None:
             want = [limit if limit < bound else bound for limit in self.limits]
             values = [sums[p] for sums, p in zip(self.sums, want, strict=True)]
-            entry = self.per_bound[bound] = (want, values)
+            entry = self.per_bound[bound] = (
+                want,
+                values,
+                F.running_expected_tokens(values),
+                list(itertools.accumulate(want, max, initial=0)),
+                list(itertools.accumulate(want, initial=0)),
+                bytes(want),
+            )
         return entry
 
     def ranked(self, lanes: list[Lane]) -> list[tuple[int, int]]:
         """Free slots (position, depth) of every non-fixed lane, best first."""
         if self.ranking is None:
+            # (depth, slot, position) order, so the stable sort on -s breaks its ties as
+            # slot_rank does; built by comprehensions, which run at C speed per slot.
             order = sorted(range(self.size), key=self.slots.__getitem__)
-            keys: list[float] = []
-            entries: list[tuple[int, int]] = []
-            for depth in range(1, MAX_DRAFT + 1):
-                for position in order:
-                    if lanes[position].fixed_width < 0 and depth <= lanes[position].cap:
-                        keys.append(-self.curves[position][depth - 1])
-                        entries.append((position, depth))
-            indices = sorted(range(len(keys)), key=keys.__getitem__)
-            self.ranking = [entries[i] for i in indices]
+            free = [(p, lanes[p].cap) for p in order if lanes[p].fixed_width < 0]
+            curves = self.curves
+            entries = [(p, d) for d in range(1, MAX_DRAFT + 1) for p, cap in free if d <= cap]
+            keys = [-curves[p][d - 1] for p, d in entries]
+            self.ranking = [entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
         return self.ranking
 
     def forced(self, cohort: int, bound: int, budget: int) -> tuple[list[int], int]:
@@ -298,24 +319,28 @@ class _PlanContext:
         found = self.allocations.get(key)
         if found is not None:
             return found
-        want, want_values = self.wants(bound)
-        prefixes = want[:cohort]
-        tokens = sum(prefixes)
-        if tokens <= budget - cohort:
-            values = want_values[:cohort]  # the budget does not bind: every lane gets its want
+        want, _values, running_e, running_max, running_tokens, want_bytes = self.wants(bound)
+        if running_tokens[cohort] <= budget - cohort:
+            # the budget does not bind: every lane gets its want
+            found = (
+                want[:cohort],
+                running_e[cohort],
+                running_max[cohort],
+                cohort + running_tokens[cohort],
+                want_bytes[:cohort],
+            )
         else:
             prefixes, left = self.forced(cohort, bound, budget)
             if left > 0:
                 self.take(lanes, prefixes, cohort, bound, left)
             values = [sums[p] for sums, p in zip(self.sums, prefixes, strict=False)]
-            tokens = sum(prefixes)
-        found = (
-            prefixes,
-            F.expected_tokens(values),
-            max(prefixes),
-            cohort + tokens,
-            bytes(prefixes),
-        )
+            found = (
+                prefixes,
+                F.expected_tokens(values),
+                max(prefixes),
+                cohort + sum(prefixes),
+                bytes(prefixes),
+            )
         self.allocations[key] = found
         return found
 
@@ -324,32 +349,46 @@ class _PlanContext:
     ) -> None:
         """Give ``prefixes`` the first ``left`` ranked free slots of the cohort under the bound.
 
-        A lane's slots come in depth order, so taking (position, depth) sets its prefix
-        to ``depth``.
+        The slots a (cohort, bound) takes under a larger budget start with those it takes
+        under a smaller one (the same filtered ranking, read further), and a plan asks for
+        the ragged budgets of a cohort in increasing order: so one cursor per (cohort,
+        bound) reads the ranking once, however many budgets ask. The cursor keeps the free
+        slots' prefixes apart from the fixed lanes' forced ones (a fixed lane has no free
+        slot), which depend on the budget. A lane's slots come in depth order, so taking
+        (position, depth) sets its free prefix to ``depth``.
         """
-        taken = 0
-        ranking = self.ranked(lanes)
-        if bound >= MAX_DRAFT:  # no slot is deeper than the bound
-            if cohort == self.size:
-                for position, depth in ranking:
-                    prefixes[position] = depth
-                    taken += 1
-                    if taken == left:
-                        return
+        key = (cohort, bound)
+        cursor = self.cursors.get(key)
+        if cursor is None or cursor[1] > left:
+            cursor = self.cursors[key] = [0, 0, [0] * cohort]
+        index, taken, free = cursor
+        if taken < left:
+            ranking = self.ranked(lanes)
+            end = len(ranking)
+            if bound >= MAX_DRAFT and cohort >= self.size:  # every slot qualifies
+                stop = index + left - taken
+                if stop > end:
+                    stop = end
+                for position, depth in ranking[index:stop]:
+                    free[position] = depth
+                taken += stop - index
+                index = stop
             else:
-                for position, depth in ranking:
-                    if position < cohort:
-                        prefixes[position] = depth
+                while index < end:
+                    position, depth = ranking[index]
+                    index += 1
+                    if position < cohort and depth <= bound:
+                        free[position] = depth
                         taken += 1
                         if taken == left:
-                            return
-        else:
-            for position, depth in ranking:
-                if position < cohort and depth <= bound:
+                            break
+            cursor[0], cursor[1] = index, taken
+        if self.fixed_positions and self.fixed_positions[0] < cohort:
+            for position, depth in enumerate(free):
+                if depth:
                     prefixes[position] = depth
-                    taken += 1
-                    if taken == left:
-                        return
+        else:
+            prefixes[:] = free
 
 
 class OptimizedScheduler(SchedulerCore):
@@ -360,8 +399,48 @@ class OptimizedScheduler(SchedulerCore):
     def __init__(self, scenario: Scenario, check: bool = False) -> None:
         super().__init__(scenario)
         self.check = check
+        self._allocs: dict[int, int] = {}  # request id -> its lanes' allocation (HOST/DEVICE)
         # Only its pure helpers (allocate, shape_of, prune) are used, for cross-checks.
         self._spec = ReferenceScheduler(scenario) if check else None
+
+    # -- eligible lanes -----------------------------------------------------------------
+    def eligible_lanes(self) -> list[Lane]:
+        """``SchedulerCore.eligible_lanes`` with its per-lane calls inlined: the tracked
+        pending advance, the lane's allocation (fixed per request: read from a cache) and
+        the priority sort on (last served, slot) pairs built once. Check mode compares
+        with the core's."""
+        lanes = []
+        allocs = self._allocs
+        for state in self.requests.values():
+            if state.phase != DECODING:
+                continue
+            spec = state.spec
+            if spec.host_stop and state.pending_count > 0:
+                continue
+            remaining = spec.max_new - state.generated - self.pending_advance(state)
+            if remaining < 1:
+                continue
+            alloc = allocs.get(spec.id)
+            if alloc is None:
+                alloc = allocs[spec.id] = self.lane_alloc(spec)
+            cap = remaining - 1 if remaining <= MAX_DRAFT else MAX_DRAFT
+            if state.offer < cap:
+                cap = state.offer  # drafts that were not proposed cannot be verified
+            if spec.grammar and spec.grammar_cap < cap:
+                cap = spec.grammar_cap
+            lanes.append(
+                (
+                    (state.last_served, state.slot),
+                    Lane(spec.id, state.slot, cap, spec.fixed_width, alloc, state),
+                )
+            )
+        lanes.sort(key=_first)
+        found = [lane for _key, lane in lanes]
+        if self.check:
+            expected = SchedulerCore.eligible_lanes(self)
+            if found != expected:
+                self._fault("eligible lanes", found, expected)
+        return found
 
     # -- pending advance ---------------------------------------------------------------
     def pending_advance(self, state: RequestState) -> int:
