@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracediff.errors import TraceFormatError
 from tracediff.trace import (
     MAX_FRAME_BYTES,
     BodyDigest,
+    LockstepDigests,
     Trace,
     TraceReader,
     TraceWriter,
@@ -663,3 +666,37 @@ def test_decode_rejects_hostile_payloads(payload: bytes) -> None:
     with pytest.raises(TraceFormatError) as info:
         decode(payload, path="p.trace", offset=40, record=3)
     assert str(info.value).startswith("p.trace at byte 40, record 3: corrupt:")
+
+
+# -- lockstep digests: shared while the bodies agree -------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([b"a", b"b", b"cc", b""]), min_size=0, max_size=6),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_lockstep_digests_equal_one_digest_per_body(
+    tails: list[list[bytes]], shared: list[bool]
+) -> None:
+    """Bodies that agree for a while and then differ, or end early (a shorter body has no
+    record at an index), digest exactly as each body alone: sharing never leaks a record."""
+    common = [b"x", b"y"]
+    bodies = [
+        [b"header", *(common if keep else []), *tail]
+        for tail, keep in zip(tails, shared, strict=False)
+    ]
+    lockstep = LockstepDigests(len(bodies))
+    for index in range(max(len(body) for body in bodies)):
+        lockstep.step()
+        for position, body in enumerate(bodies):
+            if index < len(body):
+                lockstep.feed(position, body[index], header=index == 0)
+    for position, body in enumerate(bodies):
+        alone = BodyDigest()
+        alone.add_header(body[0])
+        for payload in body[1:]:
+            alone.add_record(payload)
+        assert lockstep.hexdigest(position) == alone.hexdigest()

@@ -55,7 +55,7 @@ from tracediff.model import DecisionModel, Scenario
 from tracediff.outcomes import Status
 from tracediff.project.impls import ImplSpec
 from tracediff.running.record import drive, instance, start
-from tracediff.trace import BodyDigest, TraceWriter, encode
+from tracediff.trace import LockstepDigests, TraceWriter, encode
 from tracediff.trace.checked import MODEL_KEY
 
 IDENTICAL, DIVERGED, ERROR, TIMEOUT = (
@@ -387,7 +387,7 @@ def run_scenario(
     names = [s.name for s in specs]
     timed: list[TimedScheduler] = []
     drivers: list[Iterator[dict[str, Any]]] = []
-    digests = [BodyDigest() for _ in specs]
+    digests = LockstepDigests(len(specs))  # hashed once while the bodies agree
     seconds = [0.0] * len(specs)
     records = [0] * len(specs)
     harness_ns = 0
@@ -418,6 +418,7 @@ def run_scenario(
             while True:
                 payloads: list[bytes | None] = []
                 decoded: list[dict[str, Any] | None] = []
+                digests.step()
                 for current, driver in enumerate(drivers):
                     start = time.perf_counter()
                     record = next(driver, None)
@@ -436,14 +437,11 @@ def run_scenario(
                         raise SchedulerFault(
                             f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
                         ) from None
-                    if index == 0:
-                        digests[current].add_header(payload)
-                    else:
-                        digests[current].add_record(payload)
-                        # The schema check of a plan record (the driver leaves it to us):
-                        # bytes equal to a record already checked need none.
-                        if record["t"] == "plan" and (current == 0 or payload != payloads[0]):
-                            model.check_record(record, timed[current].plans)
+                    digests.feed(current, payload, header=index == 0)
+                    # The schema check of a plan record (the driver leaves it to us):
+                    # bytes equal to a record already checked need none.
+                    if index and record["t"] == "plan" and (current == 0 or payload != payloads[0]):
+                        model.check_record(record, timed[current].plans)
                     harness_ns += time.perf_counter_ns() - start_ns
                     records[current] += 1
                     payloads.append(payload)
@@ -498,7 +496,7 @@ def run_scenario(
             name=names[i],
             records=records[i],
             plans=timed[i].plans if i < len(timed) else 0,
-            digest=digests[i].hexdigest(),
+            digest=digests.hexdigest(i),
             seconds=seconds[i],
             plan_seconds=(timed[i].plan_ns / 1e9) if i < len(timed) else 0.0,
         )

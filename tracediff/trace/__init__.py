@@ -62,12 +62,13 @@ from __future__ import annotations
 
 from tracediff.trace.codec import FORMAT_VERSION, MAX_FRAME_BYTES, decode, encode
 from tracediff.trace.reader import Frame, Trace, TraceReader, first_difference, read_trace
-from tracediff.trace.writer import BodyDigest, TraceWriter, trace_bytes
+from tracediff.trace.writer import BodyDigest, LockstepDigests, TraceWriter, trace_bytes
 
 __all__ = [
     "FORMAT_VERSION",
     "MAX_FRAME_BYTES",
     "BodyDigest",
+    "LockstepDigests",
     "Frame",
     "Trace",
     "TraceReader",

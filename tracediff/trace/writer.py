@@ -60,8 +60,16 @@ class BodyDigest:
         self._add(payload)
 
     def _add(self, payload: bytes) -> None:
-        self._hash.update(BODY_LENGTH.pack(len(payload)))
-        self._hash.update(payload)
+        # one update of length and payload together: a second call costs more than copying
+        self._hash.update(BODY_LENGTH.pack(len(payload)) + payload)
+
+    def copy(self) -> BodyDigest:
+        """An independent digest in the same state (fed the same payloads so far)."""
+        twin = BodyDigest.__new__(BodyDigest)
+        twin._hash = self._hash.copy()
+        twin._has_header = self._has_header
+        twin._records = self._records
+        return twin
 
     @property
     def records(self) -> int:
@@ -71,6 +79,71 @@ class BodyDigest:
     def hexdigest(self) -> str:
         """The digest of everything fed so far (feeding more afterwards is allowed)."""
         return self._hash.hexdigest()
+
+
+class LockstepDigests:
+    """The body digests of implementations driven side by side, one record index at a time.
+
+    While their bodies are byte-identical they have the same digest, so they share one
+    :class:`BodyDigest` and each record is hashed once, not once per implementation. The
+    first implementation's record is held until the others of the index are seen (hashing
+    it at once would need a copy of the state per record, which after a long ``plan()``
+    costs as much as the hash): an implementation whose record differs, or that has none
+    where the first has one, gets its own copy of the state from before that record and
+    goes on alone.
+
+    Per index: :meth:`step`, then :meth:`feed` for each implementation that has a record,
+    in position order.
+    """
+
+    def __init__(self, count: int) -> None:
+        self._digests = [BodyDigest()] * count
+        self._pending: bytes | None = None  # position 0's record of this index, not hashed
+        self._pending_header = False
+        self._fed = [False] * count
+
+    def step(self) -> None:
+        """Start the next record index."""
+        self._settle()
+        self._fed = [False] * len(self._digests)
+
+    def _settle(self) -> None:
+        pending = self._pending
+        if pending is None:
+            return
+        digests = self._digests
+        shared = digests[0]
+        for position in range(1, len(digests)):
+            # sharing, yet no record at this index: its body ended before this record
+            if digests[position] is shared and not self._fed[position]:
+                digests[position] = shared.copy()
+        self._add(shared, pending, self._pending_header)
+        self._pending = None
+
+    @staticmethod
+    def _add(digest: BodyDigest, payload: bytes, header: bool) -> None:
+        if header:
+            digest.add_header(payload)
+        else:
+            digest.add_record(payload)
+
+    def feed(self, position: int, payload: bytes, *, header: bool = False) -> None:
+        digests = self._digests
+        digest = digests[position]
+        self._fed[position] = True
+        if position == 0:
+            if any(other is digest for other in digests[1:]):
+                self._pending, self._pending_header = payload, header
+                return
+        elif digest is digests[0]:
+            if payload == self._pending:
+                return  # the same bytes into the same state: hashed once, by _settle
+            digest = digests[position] = digest.copy()  # the state before this index
+        self._add(digest, payload, header)
+
+    def hexdigest(self, position: int) -> str:
+        self._settle()
+        return self._digests[position].hexdigest()
 
 
 def _frame_header(kind: bytes, stored: bytes) -> bytes:

@@ -9,7 +9,9 @@ own, per record, in the same process:
   it, so an implementation that agrees pays none; ``golden check`` (one implementation)
   pays it on every plan. Both are shown.
 * **encode**: canonical msgpack of every record (plans and the events around them);
-* **digest**: feeding the compared-body sha256 (``trace.BodyDigest``);
+* **digest**: feeding the compared-body sha256 (``trace.LockstepDigests``, as the runner
+  does: while the implementations' bodies agree they share one digest, so a record equal
+  to the first implementation's costs the others one comparison, not a second hash);
 * **compare**: the byte comparison with the other implementation's record.
 
 The figures are totals divided by the number of plan() calls, so a plan's share of the
@@ -31,7 +33,7 @@ from tracediff.models.specdec.engine.driver import check_plan, drive
 from tracediff.models.specdec.model import MODEL
 from tracediff.models.specdec.scenario.model import Scenario, private_copy
 from tracediff.running.runner import TimedScheduler
-from tracediff.trace import BodyDigest, encode
+from tracediff.trace import LockstepDigests, encode
 from tracediff.trace.writer import FrameDeflater
 
 Factory = Callable[[Scenario], Any]
@@ -117,13 +119,14 @@ def measure_harness(
             timed.append(TimedScheduler(Guarded(inner, name), MODEL))
             drivers.append(drive(private_copy(scenario), timed[-1], check=False))
             cost.scenarios += 1
-        digests = [BodyDigest() for _ in names]
+        digests = LockstepDigests(len(names))  # as the runner: hashed once while equal
         bodies: list[list[bytes]] = [[] for _ in names]
         first = True
         while True:
             payloads: list[bytes | None] = []
-            for position, (cost, driver, digest, body) in enumerate(
-                zip(costs, drivers, digests, bodies, strict=True)
+            digests.step()
+            for position, (cost, driver, body) in enumerate(
+                zip(costs, drivers, bodies, strict=True)
             ):
                 record = next(driver, None)
                 if record is None:
@@ -136,10 +139,7 @@ def measure_harness(
                 start = perf()
                 payload = encode(record)
                 middle = perf()
-                if first:
-                    digest.add_header(payload)
-                else:
-                    digest.add_record(payload)
+                digests.feed(position, payload, header=first)
                 end = perf()
                 cost.encode_ns += middle - start
                 cost.digest_ns += end - middle
