@@ -36,10 +36,13 @@ request waits for prefill when the timed plan runs. That one prepared state is t
 
 Each implementation gets that state copied into a fresh instance. Every repetition deep-copies
 it (outside the timed region) and times one ``plan()`` with ``time.perf_counter_ns``, garbage
-collection paused; implementations alternate within the repetition loop (A, B, A, B...) so a
-noisy machine slows them alike. The thread's CPU time (``time.thread_time_ns``) is recorded
-too: on a loaded machine a long call is preempted far more often than a short one, which
-inflates wall-clock ratios; CPU-time ratios are not inflated that way.
+collection paused; implementations alternate within the repetition loop (A, B, A, B...) and
+every repetition visits every cell in turn, so a noisy machine slows implementations and
+cells alike: the growth from the smallest to the largest cell is as much a ratio of
+neighbouring samples as the ratio between two implementations. The thread's CPU time
+(``time.thread_time_ns``) is recorded too: on a loaded machine a long call is preempted far
+more often than a short one, which inflates wall-clock ratios; CPU-time ratios are not
+inflated that way.
 
 The first repetition's records are checked: ``probes`` must be non-empty with a probe and
 empty without (else ``SchedulerFault``), and whether every implementation returned the same
@@ -205,12 +208,19 @@ def run_bench(
             raise UsageError(f"bench: baseline {baseline!r} is not one of {names}")
         names.remove(baseline)
         names.insert(0, baseline)
-    cells = []
+    prepared = []
     for count in requests:
         for allocation in allocations:
             scenario, warm = _warm_state(count, allocation, ragged)
             for with_probe in probe:
-                cells.append(_time_cell(impls, names, scenario, warm, with_probe, repeats))
+                prepared.append(_Cell(impls, names, scenario, warm, with_probe))
+    # Repetitions outermost: every cell is timed once per round, so a slow stretch of the
+    # machine touches all cells alike and the growth between cells is a ratio of samples
+    # taken side by side, as the ratio between implementations within a cell is.
+    for _ in range(repeats):
+        for cell in prepared:
+            cell.time_once()
+    cells = [cell.result() for cell in prepared]
     return BenchResult(
         impls=tuple(names),
         repeats=repeats,
@@ -387,89 +397,95 @@ def _set_probe_state(scheduler: SchedulerCore, with_probe: bool) -> None:
     scheduler.credit = params.credit_cap if with_probe else 0.0
 
 
-def _time_cell(
-    impls: Mapping[str, Factory],
-    names: list[str],
-    scenario: Scenario,
-    warm: tuple[SchedulerCore, int],
-    with_probe: bool,
-    repeats: int,
-) -> BenchCell:
-    source, now = warm
-    base = copy.deepcopy(source)
-    _set_probe_state(base, with_probe)
-    prepared: dict[str, SchedulerCore] = {}
-    external: dict[str, Any] = {}
-    state = bench_state(base)
-    for name in names:
-        instance = construct(name, impls[name], scenario)
-        if getattr(instance, "benchable", False):
-            external[name] = Guarded(instance, name)
-            continue
-        if not isinstance(instance, SchedulerCore) or not callable(getattr(instance, "plan", None)):
-            raise ImplementationError(
-                f"bench: {name} is not a scheduler built on SchedulerCore with a plan() "
-                "method, nor an exec: implementation offering the 'bench' message; the "
-                "bench prepares its state through SchedulerCore's fields"
-            )
-        for field in _STATE_FIELDS:
-            setattr(instance, field, copy.deepcopy(getattr(base, field)))
-        prepared[name] = instance
-    samples: dict[str, list[int]] = {name: [] for name in names}
-    cpu_samples: dict[str, list[int]] = {name: [] for name in names}
-    first: dict[str, bytes] = {}
-    record: dict[str, Any] = {}
-    for _ in range(repeats):
+class _Cell:
+    """One cell, prepared: every implementation holds the cell's state; :meth:`time_once`
+    times one ``plan()`` of each (A, B, ...), :meth:`result` gives the medians."""
+
+    def __init__(
+        self,
+        impls: Mapping[str, Factory],
+        names: list[str],
+        scenario: Scenario,
+        warm: tuple[SchedulerCore, int],
+        with_probe: bool,
+    ) -> None:
+        source, self.now = warm
+        base = copy.deepcopy(source)
+        _set_probe_state(base, with_probe)
+        self.names, self.scenario, self.with_probe = names, scenario, with_probe
+        self.prepared: dict[str, SchedulerCore] = {}
+        self.external: dict[str, Any] = {}
+        self.state = bench_state(base)
         for name in names:
-            if name in external:
-                record, elapsed, cpu_elapsed = external[name].bench(state, now)
-                samples[name].append(elapsed)
-                cpu_samples[name].append(cpu_elapsed)
-                if name not in first:
-                    first[name] = msgpack.packb(packed_record(record), use_bin_type=True)
-                    _check_path(name, record, len(scenario.requests), scenario, with_probe)
+            instance = construct(name, impls[name], scenario)
+            if getattr(instance, "benchable", False):
+                self.external[name] = Guarded(instance, name)
                 continue
-            plan = cast(_Planner, copy.deepcopy(prepared[name])).plan
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
-                cpu_start = time.thread_time_ns()
-                start = time.perf_counter_ns()
-                record = plan(now)
-                elapsed = time.perf_counter_ns() - start
-                cpu_elapsed = time.thread_time_ns() - cpu_start
-            except BaseException as exc:  # noqa: BLE001 - user code: tracediff.executor.call's rule
-                if passes_through(exc):
-                    raise
-                raise ImplementationFailed(name, PLAN, exc) from exc
-            finally:
-                if enabled:
-                    gc.enable()
-            samples[name].append(elapsed)
-            cpu_samples[name].append(cpu_elapsed)
-            if name not in first:
-                first[name] = msgpack.packb(packed_record(record), use_bin_type=True)
-                _check_path(name, record, len(scenario.requests), scenario, with_probe)
-    reference = rows_view(msgpack.unpackb(first[names[0]], raw=False, strict_map_key=False))
-    return BenchCell(
-        requests=len(scenario.requests),
-        allocation=scenario.params.allocation,
-        probe=with_probe,
-        timings=tuple(
-            ImplTiming(
-                impl=name,
-                median_us=statistics.median(samples[name]) / 1000.0,
-                min_us=min(samples[name]) / 1000.0,
-                cpu_median_us=statistics.median(cpu_samples[name]) / 1000.0,
-                samples=len(samples[name]),
-            )
-            for name in names
-        ),
-        candidates=len(reference["candidates"]),
-        probe_rows=len(reference["probes"]),
-        probe_chosen=reference["probe"] >= 0,
-        records_equal=len(set(first.values())) == 1,
-    )
+            if not isinstance(instance, SchedulerCore) or not callable(
+                getattr(instance, "plan", None)
+            ):
+                raise ImplementationError(
+                    f"bench: {name} is not a scheduler built on SchedulerCore with a plan() "
+                    "method, nor an exec: implementation offering the 'bench' message; the "
+                    "bench prepares its state through SchedulerCore's fields"
+                )
+            for field in _STATE_FIELDS:
+                setattr(instance, field, copy.deepcopy(getattr(base, field)))
+            self.prepared[name] = instance
+        self.samples: dict[str, list[int]] = {name: [] for name in names}
+        self.cpu_samples: dict[str, list[int]] = {name: [] for name in names}
+        self.first: dict[str, bytes] = {}
+
+    def time_once(self) -> None:
+        now, scenario = self.now, self.scenario
+        for name in self.names:
+            if name in self.external:
+                record, elapsed, cpu_elapsed = self.external[name].bench(self.state, now)
+            else:
+                plan = cast(_Planner, copy.deepcopy(self.prepared[name])).plan
+                enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    cpu_start = time.thread_time_ns()
+                    start = time.perf_counter_ns()
+                    record = plan(now)
+                    elapsed = time.perf_counter_ns() - start
+                    cpu_elapsed = time.thread_time_ns() - cpu_start
+                except BaseException as exc:  # noqa: BLE001 - user code: tracediff.executor.call's rule
+                    if passes_through(exc):
+                        raise
+                    raise ImplementationFailed(name, PLAN, exc) from exc
+                finally:
+                    if enabled:
+                        gc.enable()
+            self.samples[name].append(elapsed)
+            self.cpu_samples[name].append(cpu_elapsed)
+            if name not in self.first:
+                self.first[name] = msgpack.packb(packed_record(record), use_bin_type=True)
+                _check_path(name, record, len(scenario.requests), scenario, self.with_probe)
+
+    def result(self) -> BenchCell:
+        names, first = self.names, self.first
+        reference = rows_view(msgpack.unpackb(first[names[0]], raw=False, strict_map_key=False))
+        return BenchCell(
+            requests=len(self.scenario.requests),
+            allocation=self.scenario.params.allocation,
+            probe=self.with_probe,
+            timings=tuple(
+                ImplTiming(
+                    impl=name,
+                    median_us=statistics.median(self.samples[name]) / 1000.0,
+                    min_us=min(self.samples[name]) / 1000.0,
+                    cpu_median_us=statistics.median(self.cpu_samples[name]) / 1000.0,
+                    samples=len(self.samples[name]),
+                )
+                for name in names
+            ),
+            candidates=len(reference["candidates"]),
+            probe_rows=len(reference["probes"]),
+            probe_chosen=reference["probe"] >= 0,
+            records_equal=len(set(first.values())) == 1,
+        )
 
 
 def bench_state(scheduler: SchedulerCore) -> dict[str, Any]:

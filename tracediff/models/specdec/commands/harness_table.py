@@ -9,7 +9,7 @@ from rich.text import Text
 from tracediff.models.specdec.harness_cost import HarnessResult
 
 # The target: encode + digest + compare within 5 % of the optimized plan().
-TARGET_SHARE = 0.05
+TARGET_SHARE = 0.03
 
 
 def harness_renderable(result: HarnessResult, label: str) -> RenderableType:

@@ -17,7 +17,8 @@ Curves and prefix sums once per call.
     same left-to-right additions as ``formulas.lane_value``, so ``sums[p]`` has the bits of
     ``lane_value(curve, p)``. A candidate's E is still ``formulas.expected_tokens`` over its
     cohort's lane values in priority order: the summation order is the spec, so it is never
-    replaced by a running total or a gain accumulated in rank order.
+    replaced by a gain accumulated in rank order. (The running total of an *unclipped*
+    allocation, below, is that same left-to-right sum read part-way.)
 
 One ranking of free slots.
     A free slot (lane, depth)'s rank key ``slot_rank(s_k, k, slot)`` depends on neither the
@@ -34,8 +35,21 @@ One ranking of free slots.
 Skip the ranking when the budget does not bind.
     Each lane wants ``min(W, cap)`` drafts (``min(fixed_width, cap, W)`` when fixed). When
     the cohort's total want fits ``budget - n`` nobody is clipped and every lane gets its
-    want: the prefixes are a slice of one per-bound list and the lane values a slice of
-    one per-bound value list; no ranking is consulted. At 8 lanes no rect candidate binds.
+    want: the prefixes are a slice of one per-bound list, and E, the widest prefix and the
+    verified tokens of the first n lanes are entry n of running totals kept per bound
+    (``formulas.running_expected_tokens``: ``expected_tokens`` from 0.0, left to right, each
+    partial total kept, so entry n has the bits of the n-lane sum). No ranking is consulted
+    and nothing is summed twice. At 8 lanes no rect candidate binds.
+
+One cursor per (cohort, bound).
+    When the budget binds, the allocation takes the first ``left`` ranked slots of the
+    cohort under the bound. Under a larger budget the same (cohort, bound) takes those and
+    more, further down the same filtered ranking, and a plan asks for a cohort's ragged
+    budgets in increasing order: so a cursor per (cohort, bound) remembers where it stopped
+    and the free prefixes it has set, and each larger budget reads on from there. The
+    ranking is read once per (cohort, bound), not once per budget. Fixed lanes have no free
+    slot; their forced takes (which depend on the budget) are laid over the cursor's free
+    prefixes.
 
 Allocations shared across shapes.
     An allocation depends on (n, W, budget) only: the rect candidate with W = 7 and the
@@ -45,8 +59,18 @@ Allocations shared across shapes.
     allocated from 7 down: when the allocation under W + 1 has no prefix wider than W, it
     is the allocation under W too (fixed lanes take the same, clipped or not, and its free
     slots, all no deeper than W, are the first ones of the smaller ranking as well), so it
-    is reused with its E. Each allocation is computed once; each candidate still records
-    its own row (prefixes, E, duration, value).
+    is reused with its E. Each allocation is computed once.
+
+Candidates as columns.
+    The candidates are never built as rows. Their shapes (kind, cohort, bound, budget,
+    B_pad, width, allocation, table estimate) are listed once; durations and values are two
+    lists (the prefill-row half: the same shapes, every duration raised by the prefill
+    cost, the bonus in the value), and the record's columns are packed from those lists.
+    The winner rule needs no pass over rows: a pruned candidate's dominator has at least
+    its E and at most its duration, hence at least its value, so the highest value over all
+    candidates belongs to an unpruned one, and only the unpruned candidates at that value
+    are compared by ``formulas.winner_key``. A row is built for the winner, for the members
+    of its group when a refresh is considered, and in check mode for all.
 
 Durations from the table.
     ``table_estimate`` is read once per distinct shape per call; integer µs, no float.
@@ -85,6 +109,13 @@ Lane values once.
 Pending advance tracked.
     ``SchedulerCore`` maintains ``RequestState.tracked_advance`` at commit and completion;
     ``pending_advance`` returns it instead of scanning every submitted lane.
+
+Eligible lanes in one pass.
+    The core's ``eligible_lanes`` calls ``pending_advance`` and ``lane_alloc`` per request
+    and sorts with a key function. Here the tracked advance is read inline, a request's
+    allocation (fixed by its spec and the scenario) is kept after its first plan, and the
+    lanes are sorted on ready-made (last served, slot) pairs; check mode compares the list
+    with the core's.
 
 Check mode (the "debug build")
 ==============================
@@ -189,7 +220,9 @@ def _lane_value_columns(rows: list[list[Any]]) -> list[Any]:
     ]
 
 
-def _candidate_columns(shapes: list[Shape], halves: int, rows: list[list[Any]]) -> list[Any]:
+def _candidate_columns(
+    shapes: list[Shape], halves: int, durations: list[int], values: list[float]
+) -> list[Any]:
     """The candidates table as typed columns, built from the shapes in a few C-level passes.
 
     Row i of each half is shape i; the half with a prefill row repeats the first half's
@@ -212,10 +245,77 @@ def _candidate_columns(shapes: list[Shape], halves: int, rows: list[list[Any]]) 
             b"".join([allocation[4] for allocation in allocations]) * halves,
         ],
         pack_values("d", [allocation[1] for allocation in allocations]) * halves,
-        pack_values("q", [row[_DURATION] for row in rows]),
-        pack_values("d", [row[_VALUE] for row in rows]),
+        pack_values("q", durations),
+        pack_values("d", values),
         pack_values("h", budgets) * halves,
     ]
+
+
+class _Table:
+    """The candidate table as columns: the shapes of the first half (no prefill row), each
+    candidate's duration and value, and the (start, end) range of every (kind, cohort)
+    group in the first half. Candidate i is shape ``i % size``; it has the prefill row when
+    ``i >= prefill_from``. A candidate's row (``record.CANDIDATE_COLUMNS`` order, plus its
+    budget) is built only when something reads it: the winner, its group, check mode."""
+
+    __slots__ = ("durations", "groups", "prefill_from", "shapes", "size", "total", "values")
+
+    def __init__(
+        self,
+        shapes: list[Shape],
+        total: int,
+        prefill_from: int,
+        durations: list[int],
+        values: list[float],
+        groups: list[tuple[int, int]],
+    ) -> None:
+        self.shapes, self.size, self.total = shapes, len(shapes), total
+        self.prefill_from, self.durations, self.values = prefill_from, durations, values
+        self.groups = groups
+
+    def row(self, i: int) -> list[Any]:
+        kind, cohort, bound, budget, b_pad, width, allocation, _ = self.shapes[i % self.size]
+        return [
+            i,
+            kind,
+            cohort,
+            i >= self.prefill_from,
+            bound,
+            b_pad,
+            width,
+            allocation[0],
+            allocation[1],
+            self.durations[i],
+            self.values[i],
+            budget,
+        ]
+
+    def rows(self) -> list[list[Any]]:
+        return [self.row(i) for i in range(self.total)]
+
+    def budget(self, i: int) -> int:
+        return self.shapes[i % self.size][3]
+
+    def key(self, i: int) -> tuple[float, int, int, int, int, int, bool, int]:
+        kind, cohort, _bound, _budget, b_pad, width, _allocation, _ = self.shapes[i % self.size]
+        return F.winner_key(
+            self.values[i],
+            self.durations[i],
+            cohort,
+            b_pad,
+            width,
+            kind,
+            i >= self.prefill_from,
+            i,
+        )
+
+    def group_of(self, i: int) -> range:
+        """The candidates of i's (kind, cohort, prefill row) group."""
+        offset = self.size if i >= self.size else 0
+        for start, end in self.groups:
+            if start <= i - offset < end:
+                return range(start + offset, end + offset)
+        return range(i, i + 1)
 
 
 def _first(pair: tuple[Any, Any]) -> Any:
@@ -488,17 +588,18 @@ class OptimizedScheduler(SchedulerCore):
         if prefill is not None:
             prefill_tokens = min(params.prefill_chunk, prefill.spec.prompt_len - prefill.prefilled)
             bonus = F.prefill_bonus(params, now - prefill.spec.arrival_us)
-        rows, budgets, candidate_columns = self._candidates(
+        table, candidate_columns = self._candidates(
             context, lanes, durations, prefill is not None, prefill_tokens, bonus
         )
-        # With a prefill row and lanes, the second half of the rows repeats the first.
-        shared = len(rows) // 2 if (prefill is not None and lanes) else len(rows)
-        pruned = self._prune(rows, shared)
-        alive = [row for row in rows if row[_ID] not in pruned]
+        pruned = self._prune(table)
         # winner_key starts with -value: only the candidates at the highest value compete.
-        best_value = max(row[_VALUE] for row in alive)
-        winner = min((row for row in alive if row[_VALUE] == best_value), key=_key)
-        winner_id = winner[_ID]
+        # A pruned candidate's dominator has at least its E and at most its duration, so at
+        # least its value: the highest value over all candidates is an unpruned one's.
+        values = table.values
+        best_value = max(values)
+        ties = [i for i, value in enumerate(values) if value == best_value and i not in pruned]
+        winner_id = min(ties, key=table.key)
+        winner = table.row(winner_id)
         chosen = winner
         source = SOURCE_WINNER
         round_prefill_tokens = prefill_tokens if winner[_PREFILL] else 0
@@ -512,7 +613,7 @@ class OptimizedScheduler(SchedulerCore):
         chosen_b_pad, chosen_width = winner[_B_PAD], winner[_WIDTH]
         if winner[_COHORT] > 0:
             probe_rows, probe_plans = self._probes(
-                context, lanes, durations, winner, budgets[winner_id], round_prefill_tokens
+                context, lanes, durations, winner, table.budget(winner_id), round_prefill_tokens
             )
             best: tuple[int, float, int] | None = None
             for index, row in enumerate(probe_rows):
@@ -533,13 +634,10 @@ class OptimizedScheduler(SchedulerCore):
 
         refresh = -1
         if probe_index < 0 and winner[_COHORT] > 0 and self._is_fresh(winner, now):
-            group = (winner[_KIND], winner[_COHORT], winner[_PREFILL])
             stale = [
                 row
-                for row in alive
-                if row[_ID] != winner_id
-                and (row[_KIND], row[_COHORT], row[_PREFILL]) == group
-                and not self._is_fresh(row, now)
+                for row in map(table.row, table.group_of(winner_id))
+                if row[_ID] != winner_id and row[_ID] not in pruned and not self._is_fresh(row, now)
             ]
             if stale:
                 candidate = min(stale, key=_key)
@@ -564,6 +662,8 @@ class OptimizedScheduler(SchedulerCore):
                 [lane.request, value, F.service_rate(value, chosen_duration), progress]
             )
         if self.check:
+            rows = table.rows()
+            budgets = [table.budget(i) for i in range(table.total)]
             self._check_plan(
                 context,
                 lanes,
@@ -652,35 +752,19 @@ class OptimizedScheduler(SchedulerCore):
         prefill_row: bool,
         prefill_tokens: int,
         bonus: float,
-    ) -> tuple[list[list[Any]], list[int], list[Any]]:
-        """Candidate rows in the reference's order, each candidate's budget, and the rows
-        as the record's typed columns."""
+    ) -> tuple[_Table, list[Any]]:
+        """The candidates in the reference's order, as a :class:`_Table` and as the
+        record's typed columns."""
         params = self.params
-        rows: list[list[Any]] = []
-        budgets: list[int] = []
         extra = F.prefill_cost(params, prefill_tokens) if prefill_tokens else 0
         if not lanes:  # the prefill-only round (a prefill row exists, or plan returned)
             expected = F.expected_tokens([])
-            rows.append(
-                [
-                    0,
-                    F.RECT,
-                    0,
-                    True,
-                    0,
-                    0,
-                    0,
-                    [],
-                    expected,
-                    extra,
-                    F.candidate_value(expected, bonus, extra),
-                    0,
-                ]
-            )
-            budgets.append(0)
-            return rows, budgets, pack_rows(CANDIDATES, rows)
+            only: Shape = (F.RECT, 0, 0, 0, 0, 0, ([], expected, 0, 0, b""), 0)
+            table = _Table([only], 1, 0, [extra], [F.candidate_value(expected, bonus, extra)], [])
+            return table, pack_rows(CANDIDATES, table.rows())
         # Shapes (kind, cohort, bound, budget, b_pad, width, allocation, table estimate).
         shapes: list[Shape] = []
+        groups: list[tuple[int, int]] = []  # (start, end) of each (kind, cohort) group
         verify_budget = params.verify_budget
         table_estimate = self.table_estimate
         for cohort in F.cohort_sizes(params, len(lanes)):
@@ -688,6 +772,7 @@ class OptimizedScheduler(SchedulerCore):
             # Bounds from 7 down: an allocation whose widest prefix fits a lower bound W is
             # also the allocation under W (the same forced takes and, its slots all being
             # no deeper than W, the same first slots of the smaller ranking).
+            start = len(shapes)
             by_bound: list[Allocation] = []
             above: Allocation | None = None
             for bound in range(MAX_DRAFT, -1, -1):
@@ -705,6 +790,8 @@ class OptimizedScheduler(SchedulerCore):
                 shapes.append(
                     (F.RECT, cohort, bound, verify_budget, b_pad, width, allocation, estimate)
                 )
+            groups.append((start, len(shapes)))
+            start = len(shapes)
             if params.ragged:
                 for tokens in params.token_buckets:
                     if tokens >= cohort:
@@ -728,54 +815,46 @@ class OptimizedScheduler(SchedulerCore):
                                 estimate,
                             )
                         )
-        rounds = ((False, 0, 0.0), (True, extra, bonus)) if prefill_row else ((False, 0, 0.0),)
-        for with_prefill, added, row_bonus in rounds:
-            for kind, cohort, bound, budget, b_pad, width, allocation, estimate in shapes:
-                prefixes, expected = allocation[0], allocation[1]
-                duration = estimate + added
-                value = F.candidate_value(expected, row_bonus, duration)
-                rows.append(
-                    [
-                        len(rows),
-                        kind,
-                        cohort,
-                        with_prefill,
-                        bound,
-                        b_pad,
-                        width,
-                        prefixes,
-                        expected,
-                        duration,
-                        value,
-                        budget,
-                    ]
-                )
-                budgets.append(budget)
-        columns = _candidate_columns(shapes, len(rounds), rows)
-        return rows, budgets, columns
+            if params.ragged and len(shapes) > start:
+                groups.append((start, len(shapes)))
+        # The candidates without a prefill row, then (with one) the same shapes with it:
+        # every duration raised by the prefill cost, the bonus in the value.
+        estimates = [shape[7] for shape in shapes]
+        e_of = [shape[6][1] for shape in shapes]
+        value = F.candidate_value
+        all_durations = list(estimates)
+        all_values = [value(e, 0.0, d) for e, d in zip(e_of, estimates, strict=True)]
+        halves = 1
+        if prefill_row:
+            halves = 2
+            raised = [estimate + extra for estimate in estimates]
+            all_durations += raised
+            all_values += [value(e, bonus, d) for e, d in zip(e_of, raised, strict=True)]
+        count = len(shapes)
+        table = _Table(shapes, count * halves, count, all_durations, all_values, groups)
+        return table, _candidate_columns(shapes, halves, all_durations, all_values)
 
     @staticmethod
-    def _prune(rows: list[list[Any]], shared: int) -> dict[int, int]:
+    def _prune(table: _Table) -> dict[int, int]:
         """Candidate id -> id of the first candidate of its group that dominates it.
 
         The reference compares all pairs; only candidates of one (kind, cohort, prefill row)
         group can dominate each other, so each group is scanned alone, in candidate order.
-        When a prefill row exists, rows ``shared`` onwards repeat rows 0..shared-1 with the
-        same E and shape and every duration raised by the same prefill cost: dominance is
-        unchanged, so their pruned entries are the first half's shifted by ``shared``.
+        The candidates with a prefill row repeat those without, with the same E and shape
+        and every duration raised by the same prefill cost: dominance is unchanged, so their
+        pruned entries are the first half's shifted by the half's length.
         """
-        groups: dict[tuple[int, int, bool], list[list[Any]]] = {}
-        for row in rows[:shared]:
-            groups.setdefault((row[_KIND], row[_COHORT], row[_PREFILL]), []).append(row)
         pruned: dict[int, int] = {}
         dominates = F.dominates
-        for group in groups.values():
-            size = len(group)
-            if size < 2:
+        shapes, durations = table.shapes, table.durations
+        for start, end in table.groups:
+            if end - start < 2:
                 continue
-            expected = [row[_E] for row in group]
-            duration = [row[_DURATION] for row in group]
-            shapes = [(row[_B_PAD], row[_WIDTH], row[_BOUND]) for row in group]
+            members = range(start, end)
+            expected = [shapes[i][6][1] for i in members]
+            duration = durations[start:end]
+            keys = [(shapes[i][4], shapes[i][5], shapes[i][2]) for i in members]
+            size = end - start
             for x in range(size):
                 x_expected, x_duration = expected[x], duration[x]
                 for y in range(size):
@@ -784,18 +863,14 @@ class OptimizedScheduler(SchedulerCore):
                         and expected[y] >= x_expected  # necessary for dominance
                         and duration[y] <= x_duration
                         and dominates(
-                            expected[y],
-                            duration[y],
-                            shapes[y],
-                            x_expected,
-                            x_duration,
-                            shapes[x],
+                            expected[y], duration[y], keys[y], x_expected, x_duration, keys[x]
                         )
                     ):
-                        pruned[group[x][_ID]] = group[y][_ID]
+                        pruned[start + x] = start + y
                         break
-        if shared < len(rows):
-            pruned.update({x + shared: y + shared for x, y in list(pruned.items())})
+        if table.total > table.size:
+            half = table.size
+            pruned.update({x + half: y + half for x, y in list(pruned.items())})
         return pruned
 
     def _probes(
