@@ -57,10 +57,11 @@ def bench(
     """Median plan() µs with one round queued, by requests × allocation × probe.
 
     Implementations alternate within each cell (A, B, A, B ...) and every repetition
-    visits every cell, so ratios and growth hold on a noisy machine; the ratios, the growth from the smallest to the largest request count and the
-    performance targets (at 64 requests on device: at least 10x faster than the reference
-    without a probe, 25x with one; growth from 8 to 64 requests at most 5x on device and
-    on host) are printed under the table.
+    visits every cell, so ratios and growth hold on a noisy machine. The ratios, the
+    growth from the smallest to the largest request count and the performance targets
+    (at 64 requests on device: at least 10x faster than the reference without a probe,
+    25x with one; growth from 8 to 64 requests at most 5x on device and on host) are
+    printed under the table.
 
     With --harness: drive a profile's scenarios through each implementation in lockstep,
     as ``run`` does, and time what the harness adds to every plan() call (the schema check,
