@@ -125,7 +125,9 @@ def test_a_reproduced_golden_digest_skips_the_schema_check(monkeypatch: pytest.M
     assert len(checked) == full.plans > 0
     checked.clear()
     fast = golden.digest_scenario(scenario, spec, expected=full.digest)
-    assert fast == dataclasses.replace(full, seconds=fast.seconds) and not checked
+    timings = {"seconds": fast.seconds, "plan_seconds": fast.plan_seconds}
+    assert fast == dataclasses.replace(full, **timings) and not checked
+    assert 0 < fast.plan_seconds < fast.seconds
     # another digest: digested again, every plan checked, the same result
     again = golden.digest_scenario(scenario, spec, expected="0" * 64)
     assert again.digest == full.digest and len(checked) == full.plans
@@ -330,3 +332,17 @@ def test_repository_golden_digests_of_small_scenarios_still_hold() -> None:
 def test_repository_golden_files_stay_small() -> None:
     total = sum(p.stat().st_size for p in (ROOT / "golden").rglob("*") if p.is_file())
     assert total < 2_500_000
+
+
+def test_the_summary_says_what_driving_cost_beside_the_decisions() -> None:
+    """golden check reports the simulated engine, driver and harness as a share of the
+    implementation's own decision time, measured in the same workers."""
+    outcome = golden.GoldenOutcome(
+        "quick", "optimized", "golden/quick.json", golden.OK, checked=3, plans=30,
+        driving_seconds=1.25, plan_seconds=1.0,
+    )  # fmt: skip
+    assert outcome.simulation_share == pytest.approx(0.25)
+    assert "simulation and harness +25% of plan()" in outcome.summary()
+    assert outcome.to_dict()["simulation_share"] == 0.25
+    untimed = dataclasses.replace(outcome, plan_seconds=0.0)
+    assert untimed.simulation_share is None and "simulation" not in untimed.summary()

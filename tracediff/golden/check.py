@@ -96,6 +96,9 @@ class GoldenOutcome:
     seconds: float = 0.0
     message: str = ""
     artifacts: tuple[str, ...] = ()
+    # Σ wall time of driving each scenario, and of the implementation's decisions in it
+    driving_seconds: float = 0.0
+    plan_seconds: float = 0.0
     equivalence: Equivalence = Equivalence()
     # Decision equivalence: (seed, floats that differed, max ULPs) of each seed whose digest
     # differs but whose decisions, re-run against the reference, are the same.
@@ -110,6 +113,15 @@ class GoldenOutcome:
         """No manifest exists for the profile: nothing was checked (not a finding)."""
         return self.status == MISSING
 
+    @property
+    def simulation_share(self) -> float | None:
+        """What driving cost on top of the implementation's own decisions (0.25: a quarter
+        more): the simulated engine, the driver, encoding and digesting. None when no
+        decision was timed."""
+        if self.plan_seconds <= 0:
+            return None
+        return (self.driving_seconds - self.plan_seconds) / self.plan_seconds
+
     def summary(self) -> str:
         if self.status == MISSING:
             return f"golden {self.profile}: no manifest ({self.message})"
@@ -123,9 +135,11 @@ class GoldenOutcome:
                 f"{self.equivalence.label} ({floats:,} floats, at most {worst} ULPs)"
             )
         if self.ok:
+            share = self.simulation_share
+            beside = "" if share is None else f"; simulation and harness +{share:.0%} of plan()"
             return (
                 f"golden {self.profile}: {self.impl} matches all {self.checked:,} digests "
-                f"({self.plans:,} plans, {self.seconds:.1f} s)"
+                f"({self.plans:,} plans, {self.seconds:.1f} s{beside})"
             )
         return (
             f"golden {self.profile}: {self.impl} differs on {len(self.mismatches):,} of "
@@ -144,6 +158,9 @@ class GoldenOutcome:
             "checked": self.checked,
             "plans": self.plans,
             "seconds": round(self.seconds, 3),
+            "simulation_share": (
+                None if self.simulation_share is None else round(self.simulation_share, 4)
+            ),
             "message": self.message,
             "mismatches": [m.to_dict() for m in self.mismatches],
             "artifacts": list(self.artifacts),
@@ -262,6 +279,8 @@ def check(
         mismatches=tuple(explained),
         seconds=time.perf_counter() - started,
         artifacts=kept,
+        driving_seconds=sum(r.seconds for r in results),
+        plan_seconds=sum(r.plan_seconds for r in results),
         equivalence=compare_as,
         within_ulps=tuple(within_ulps),
     )

@@ -25,7 +25,7 @@ from tracediff.executor.call import passes_through
 from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
-from tracediff.running.record import Recording, start
+from tracediff.running.record import Recording, TimedScheduler, drive, instance
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Digested:
     seconds: float
     message: str = ""
     scenario: str = ""  # sha256 (16 hex) of the header payload
+    plan_seconds: float = 0.0  # inside the implementation's decisions alone
 
     def entry(self) -> Entry:
         return Entry(self.seed, self.digest, self.plans, self.records, self.bytes, self.scenario)
@@ -71,9 +72,11 @@ def _digest(scenario: Scenario, spec: ImplSpec, timeout_s: float | None, check: 
     started = time.perf_counter()
     status, message = OK, ""
     recording = Recording(iter(()))
+    timed: TimedScheduler | None = None
     try:
         with time_limit(timeout_s):
-            recording = Recording(start(scenario, spec, check=check))
+            timed = TimedScheduler(instance(scenario, spec), models.of(scenario))
+            recording = Recording(drive(scenario, timed, check=check))
             for _ in recording:
                 pass
     except ScenarioTimeout:
@@ -102,6 +105,7 @@ def _digest(scenario: Scenario, spec: ImplSpec, timeout_s: float | None, check: 
         seconds=time.perf_counter() - started,
         message=message,
         scenario=recording.header_sha256[:SCENARIO_HASH_CHARS],
+        plan_seconds=timed.plan_ns / 1e9 if timed is not None else 0.0,
     )
 
 

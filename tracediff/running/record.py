@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from tracediff import model as models
 from tracediff.executor.call import Guarded, construct
-from tracediff.model import DECISION, Record
+from tracediff.model import DECISION, DecisionModel, Record
 from tracediff.project.impls import Factory, ImplSpec, load
 from tracediff.trace import BodyDigest, encode
 
@@ -54,6 +55,32 @@ def start(
 ) -> Iterator[Record]:
     """The records one implementation produces for a scenario (header first)."""
     return drive(scenario, instance(scenario, spec, guarded=guarded), check=check)
+
+
+class TimedScheduler:
+    """An implementation's driver interface (its model's ``methods``), forwarded, with the
+    decision method timed (kept out of the compared bytes) and counted. The other methods
+    are the implementation's own bound methods, set on the instance: no cost per call."""
+
+    def __init__(self, inner: Any, model: DecisionModel) -> None:
+        self.inner = inner
+        self.plan_ns = 0
+        self.plans = 0
+        for name in model.methods:
+            if name != model.decide:
+                setattr(self, name, self._forward(name))
+        setattr(self, model.decide, self._decide)
+        self._decision = getattr(inner, model.decide)
+
+    def _forward(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _decide(self, *args: Any) -> Any:
+        self.plans += 1  # first, so that a decision that raises or hangs is counted as the one
+        start = time.perf_counter_ns()
+        record = self._decision(*args)
+        self.plan_ns += time.perf_counter_ns() - start
+        return record
 
 
 class Recording:

@@ -54,7 +54,7 @@ from tracediff.filenames import component, inside
 from tracediff.model import DecisionModel, Scenario
 from tracediff.outcomes import Status
 from tracediff.project.impls import ImplSpec
-from tracediff.running.record import drive, instance, start
+from tracediff.running.record import TimedScheduler, drive, instance, start
 from tracediff.trace import LockstepDigests, TraceWriter, encode
 from tracediff.trace.checked import MODEL_KEY
 
@@ -306,32 +306,6 @@ class RunDocument(TypedDict):
     findings: NotRequired[list[dict[str, Any]]]
     groups: NotRequired[list[dict[str, Any]]]
     self_check: NotRequired[dict[str, Any]]
-
-
-class TimedScheduler:
-    """An implementation's driver interface (its model's ``methods``), forwarded, with the
-    decision method timed (kept out of the compared bytes) and counted. The other methods
-    are the implementation's own bound methods, set on the instance: no cost per call."""
-
-    def __init__(self, inner: Any, model: DecisionModel) -> None:
-        self.inner = inner
-        self.plan_ns = 0
-        self.plans = 0
-        for name in model.methods:
-            if name != model.decide:
-                setattr(self, name, self._forward(name))
-        setattr(self, model.decide, self._decide)
-        self._decision = getattr(inner, model.decide)
-
-    def _forward(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def _decide(self, *args: Any) -> Any:
-        self.plans += 1  # first, so that a decision that raises or hangs is counted as the one
-        start = time.perf_counter_ns()
-        record = self._decision(*args)
-        self.plan_ns += time.perf_counter_ns() - start
-        return record
 
 
 class _Watched(TimedScheduler):

@@ -32,7 +32,7 @@ from tracediff.executor.call import Guarded, construct
 from tracediff.models.specdec.engine.driver import check_plan, drive
 from tracediff.models.specdec.model import MODEL
 from tracediff.models.specdec.scenario.model import Scenario, private_copy
-from tracediff.running.runner import TimedScheduler
+from tracediff.running.record import TimedScheduler
 from tracediff.trace import LockstepDigests, encode
 from tracediff.trace.writer import FrameDeflater
 
