@@ -106,7 +106,9 @@ def campaign(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     spec = resolve_executor(executor_text)
-    profile = current_model().load_profile(profile_name)
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(current_model(), profile_name)
     chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -178,7 +180,9 @@ def _coverage_campaign(
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
     executor_spec = resolve_executor(executor_text)
-    profile = current_model().load_profile(profile_name)
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(current_model(), profile_name)
     chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

@@ -49,7 +49,9 @@ def coverage(
     from tracediff.report.coverage import coverage_renderable
 
     model = current_model()
-    profile = model.load_profile(default_profile(profile_name))
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(model, default_profile(profile_name))
     chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

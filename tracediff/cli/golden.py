@@ -38,8 +38,9 @@ from tracediff.report.describe import plural
 
 def _profile_size(profile_name: str) -> int:
     from tracediff.project import current_model
+    from tracediff.project.profiles import load_profile
 
-    return len(current_model().load_profile(profile_name).seeds)
+    return len(load_profile(current_model(), profile_name).seeds)
 
 
 golden_dir_option = click.option(

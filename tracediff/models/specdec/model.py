@@ -59,6 +59,11 @@ class SpecDecModel:
 
         return generate(profile, seed)
 
+    def with_workload(self, profile: Any, workloads: Any) -> Any:
+        from tracediff.models.specdec.scenario.profiles import with_workload
+
+        return with_workload(profile, workloads)
+
     def private_copy(self, scenario: Any) -> Any:
         from tracediff.models.specdec.scenario.model import private_copy
 
