@@ -27,6 +27,7 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
@@ -38,6 +39,7 @@ REPORT_NAME = "report.json"
 
 @main.group(invoke_without_command=True)
 @profile_option()
+@workload_option
 @seeds_option("Seed range: 0..999999 (default: the profile's).", limit=MAX_CAMPAIGN_SEEDS)
 @impl_option("Implementation (repeat; default: the configured impls, else reference, "
              "optimized).")  # fmt: skip

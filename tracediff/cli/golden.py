@@ -31,6 +31,7 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
@@ -86,6 +87,7 @@ def golden() -> None:
 
 @golden.command("check")
 @profile_option()
+@workload_option
 @seeds_option("Check only these seeds of the profile: 0..71, 3,7.")
 @impl_option(
     "The implementation to check (run alone) against the manifest; repeat to check "
@@ -202,6 +204,7 @@ def _print_check(console: Console, spec: Any, outcome: Any) -> bool:
 
 @golden.command("update")
 @profile_option()
+@workload_option
 @impl_option(
     "Whose digests the manifest holds. Default: the configured candidate "
     "([tool.tracediff] impls after the baseline; the first when there are several), else "

@@ -55,6 +55,10 @@ class SpecDecModel:
         return available_profiles()
 
     def generate(self, profile: Any, seed: int) -> Any:
+        if profile.workload is not None:
+            from tracediff.models.specdec.scenario.workload import from_window
+
+            return from_window(profile, seed, profile.workload.window(seed))
         from tracediff.models.specdec.scenario.generator import generate
 
         return generate(profile, seed)

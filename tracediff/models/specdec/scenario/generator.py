@@ -30,10 +30,7 @@ def _between(seed: int, tag: str, low: float, high: float, *parts: int) -> float
 
 
 def generate(profile: Profile, seed: int) -> Scenario:
-    if profile.workload is not None:
-        from tracediff.models.specdec.scenario.workload import from_window
-
-        return from_window(profile, seed, profile.workload.window(seed))
+    """The generated scenario of ``seed`` (a profile with a workload: scenario/workload.py)."""
     requests_n = profile.matrix.cell(seed)[0]
     gen = profile.generator
     params, truth, perfect, exact = scenario_params(profile, seed)
