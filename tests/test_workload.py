@@ -123,8 +123,9 @@ def test_the_command_line_exits_2_with_one_line(
     for args in (["run"], ["--model", "kvbatch", "coverage"]):
         result = CliRunner().invoke(main, [*args, "--workload", str(path)])
         assert result.exit_code == 2, result.output
-        lines = result.stderr.strip().splitlines() if hasattr(result, "stderr") else []
-        assert len(lines) == 1 and f"{path}:{line}: " in lines[0], result.output
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tracediff: error: "), result.stderr
+        assert f"{path}:{line}: " in lines[0] and "Traceback" not in result.output
 
 
 def test_seeds_pick_windows_by_the_documented_rule(tmp_path: Path) -> None:

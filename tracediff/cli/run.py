@@ -232,8 +232,10 @@ def run(
     if scenario_files:
         from tracediff.project.corpus import load_scenario
 
-        if profile_name is not None or seeds is not None:
-            raise UsageError("--scenario runs the given files only; drop --profile/--seeds")
+        if profile_name is not None or seeds is not None or settings.workload() is not None:
+            raise UsageError(
+                "--scenario runs the given files only; drop --profile/--seeds/--workload"
+            )
         scenarios = [load_scenario(path) for path in scenario_files]
     else:
         scenarios = resolve_scenarios(profile_name, seeds)

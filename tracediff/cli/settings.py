@@ -57,6 +57,13 @@ def candidates(values: Sequence[str]) -> tuple[tuple[str, ...], str]:
     return ("reference",), "the default"
 
 
+def workload() -> str | None:
+    """The file ``--workload`` named, if it did."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get(WORKLOAD_META) if ctx is not None else None
+    return None if given is None else str(given)
+
+
 def profile(value: str | None) -> str:
     """The profile a command runs: ``--profile``, else the configured one, else quick; with
     ``--workload FILE``, that profile over FILE's windows (tracediff.workload.compose)."""
@@ -65,8 +72,7 @@ def profile(value: str | None) -> str:
             "--profile: the profile name is empty; name a profile (e.g. quick) or a .toml file"
         )
     name = value or project().profile or DEFAULT_PROFILE
-    ctx = click.get_current_context(silent=True)
-    given = ctx.meta.get(WORKLOAD_META) if ctx is not None else None
+    given = workload()
     from tracediff.workload import compose, split
 
     if given is None or split(name)[1] is not None:  # resolved once already
