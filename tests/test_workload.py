@@ -116,8 +116,9 @@ def test_bytes_that_are_not_utf8_are_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "text", "line", "words"), DAMAGED[2::3])
 def test_the_command_line_exits_2_with_one_line(
-    tmp_path: Path, name: str, text: str, line: int, words: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str, line: int, words: str
 ) -> None:
+    _model_restored(monkeypatch)
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     for args in (["run"], ["--model", "kvbatch", "coverage"]):
@@ -126,6 +127,12 @@ def test_the_command_line_exits_2_with_one_line(
         lines = result.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("tracediff: error: "), result.stderr
         assert f"{path}:{line}: " in lines[0] and "Traceback" not in result.output
+
+
+def _model_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``--model`` sets $TRACEDIFF_MODEL for worker processes: put it back after the test, so
+    # that later tests in this process run under the default model again
+    monkeypatch.setenv("TRACEDIFF_MODEL", "specdec")
 
 
 def test_seeds_pick_windows_by_the_documented_rule(tmp_path: Path) -> None:
@@ -181,7 +188,10 @@ def test_prefix_sharing_maps_to_blocks_and_copy_proposers() -> None:
     assert {r.proposer for r in spec.requests} <= {"copy", "mtp"}
 
 
-def test_the_own_jsonl_format_runs_without_code(tmp_path: Path) -> None:
+def test_the_own_jsonl_format_runs_without_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _model_restored(monkeypatch)
     path = tmp_path / "mine.jsonl"
     path.write_text(OWN, encoding="utf-8")
     for args in (["run"], ["--model", "kvbatch", "run"]):
