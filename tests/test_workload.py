@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracediff.cli import main
-from tracediff.errors import UsageError, WorkloadError
+from tracediff.errors import ProfileError, UsageError, WorkloadError
 from tracediff.models import BaseModel
 from tracediff.models.kvbatch.model import MODEL as KV
 from tracediff.models.specdec.model import MODEL as SPECDEC
@@ -210,3 +210,41 @@ def test_a_model_without_workloads_says_so() -> None:
         Plain().with_workload(object(), object())
     assert split("quick") == ("quick", None)
     assert split(compose("quick", "x.csv"))[0] == "quick"
+
+
+def test_a_users_profile_names_its_workload_relative_to_itself(tmp_path: Path) -> None:
+    (tmp_path / "traffic").mkdir()
+    (tmp_path / "traffic" / "mine.jsonl").write_text(OWN, encoding="utf-8")
+    profile = tmp_path / "mine.toml"
+    profile.write_text(
+        'seeds = 4\n[workload]\nfile = "traffic/mine.jsonl"\nwindow = 2\nstride = 1\n'
+        "time_scale = 2.0\n",
+        encoding="utf-8",
+    )
+    loaded = SPECDEC.load_profile(str(profile))
+    assert loaded.name == "mine" and loaded.seeds == (0, 1, 2, 3)
+    scenarios = [SPECDEC.generate(loaded, s) for s in loaded.seeds]
+    assert [s.workload.start for s in scenarios] == [0, 1, 0, 1]
+    assert [r.arrival_us for r in scenarios[0].requests] == [0, 3000]  # 1500 µs x 2
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ('file = "nope.jsonl"\n', "nope.jsonl: cannot read the workload"),
+        (
+            'file = "t.jsonl"\nwindow = 65\n',
+            ":5 [workload] window: must be an integer from 1 to 64",
+        ),
+        ('file = "t.jsonl"\nspeed = 2\n', ":5 [workload] speed: unknown key"),
+        ('file = "t.jsonl"\ntime_scale = 0\n', ":5 [workload] time_scale: must be a number"),
+        ("window = 4\n", "give file = "),
+    ],
+)
+def test_a_bad_workload_table_is_named(tmp_path: Path, table: str, words: str) -> None:
+    (tmp_path / "t.jsonl").write_text(OWN, encoding="utf-8")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"seeds = 2\n\n[workload]\n{table}", encoding="utf-8")
+    with pytest.raises((WorkloadError, ProfileError)) as caught:
+        SPECDEC.load_profile(str(profile))
+    assert words in str(caught.value), caught.value
