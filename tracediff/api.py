@@ -94,7 +94,9 @@ def scenarios_of(
     from tracediff.project import current_model
 
     model = current_model()
-    loaded = model.load_profile(profile) if isinstance(profile, str) else profile
+    from tracediff.project.profiles import load_profile
+
+    loaded = load_profile(model, profile) if isinstance(profile, str) else profile
     if seeds is None:
         chosen: Sequence[int] = loaded.seeds
     elif isinstance(seeds, str):

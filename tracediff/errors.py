@@ -5,6 +5,8 @@
     ├── ProfileError               a profile that is missing or malformed (file and line)
     ├── ImplementationError        an ``--impl`` spec that cannot be loaded
     ├── ScenarioError              a scenario that fails validation
+    ├── WorkloadError              a request trace (``--workload``) that cannot be read (file
+    │                              and line)
     ├── TraceFormatError           a trace (or report, manifest) that cannot be read
     ├── OutputError                a file or directory tracediff must write cannot be
     │                              written (missing parent, read-only, a directory)
@@ -49,6 +51,16 @@ class ImplementationError(TracediffError):
 
 class ScenarioError(TracediffError):
     """A scenario that fails validation (from a file, a trace header or a shrink step)."""
+
+
+class WorkloadError(TracediffError):
+    """A request trace (a workload: Mooncake, Azure, BurstGPT or tracediff JSON lines) that
+    cannot be read: the message starts with ``file:line``."""
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+        self.path = path
+        self.line = line
 
 
 class TraceFormatError(TracediffError):

@@ -131,6 +131,14 @@ class DecisionModel(Protocol):
         """The model's own built-in data of ``kind`` ("profiles", "regressions", "golden"):
         the fallback while a project has none of its own; None for none."""
 
+    def with_workload(self, profile: Any, workloads: Any) -> Any:
+        """``profile`` with its scenarios' requests taken from request traces: seed ``s``'s
+        scenario maps the window ``workloads.window(s)`` (a
+        :class:`tracediff.workload.WorkloadSet`) into the model's requests, the rest drawn
+        from the seed as the generator does; its ``to_dict()`` carries the window's
+        :class:`tracediff.workload.WorkloadOrigin` under ``"workload"``. UsageError when the
+        model takes no workloads (docs/workloads.md)."""
+
     def cell(self, scenario: Any) -> tuple[Any, ...]:
         """The part of the profile's matrix a scenario stands for: golden keeps a full trace
         of the smallest scenario of each cell."""

@@ -19,7 +19,10 @@ _KINDS = {
     "profiles": ("data/profiles", "scenarios"),
     "regressions": ("data/regressions", "scenarios/regressions"),
     "golden": ("data/golden", "golden"),
+    "workloads": ("data/workloads", "workloads"),
 }
+# what the files of each kind are called (any other kind: JSON files)
+_PATTERNS = {"profiles": ("*.toml",), "workloads": ("*.jsonl", "*.csv")}
 
 
 def builtin_dir(kind: str) -> Path | None:
@@ -33,8 +36,8 @@ def builtin_dir(kind: str) -> Path | None:
 
 
 def holds_data(directory: Path, kind: str) -> bool:
-    """Whether ``directory`` holds files of this kind (profiles: ``*.toml``, else ``*.json``)."""
+    """Whether ``directory`` holds files of this kind (profiles: ``*.toml``, workloads:
+    ``*.jsonl`` or ``*.csv``, else ``*.json``)."""
     # A checkout's parent directory might hold an unrelated "golden/" or "scenarios/": only a
     # directory with the files this kind is made of counts.
-    pattern = "*.toml" if kind == "profiles" else "*.json"
-    return any(directory.glob(pattern))
+    return any(any(directory.glob(p)) for p in _PATTERNS.get(kind, ("*.json",)))

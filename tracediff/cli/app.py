@@ -337,7 +337,9 @@ def resolve_scenarios(profile_name: str | None, seeds: Sequence[int] | None) -> 
     from tracediff.project import current_model
 
     model = current_model()
-    profile = model.load_profile(default_profile(profile_name))
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(model, default_profile(profile_name))
     seeds = tuple(seeds) if seeds is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

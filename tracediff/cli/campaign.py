@@ -27,6 +27,7 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
@@ -38,6 +39,7 @@ REPORT_NAME = "report.json"
 
 @main.group(invoke_without_command=True)
 @profile_option()
+@workload_option
 @seeds_option("Seed range: 0..999999 (default: the profile's).", limit=MAX_CAMPAIGN_SEEDS)
 @impl_option("Implementation (repeat; default: the configured impls, else reference, "
              "optimized).")  # fmt: skip
@@ -106,7 +108,9 @@ def campaign(
     if len(specs) < 2:
         raise UsageError("--impl needs at least two implementations to compare (or none)")
     spec = resolve_executor(executor_text)
-    profile = current_model().load_profile(profile_name)
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(current_model(), profile_name)
     chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
@@ -178,7 +182,9 @@ def _coverage_campaign(
     if len(impls) > 1:
         raise UsageError("campaign --coverage measures one implementation: give one --impl")
     executor_spec = resolve_executor(executor_text)
-    profile = current_model().load_profile(profile_name)
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(current_model(), profile_name)
     chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

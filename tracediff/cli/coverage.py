@@ -15,13 +15,20 @@ from tracediff.cli.app import (
     resolve_executor,
     resolve_jobs,
 )
-from tracediff.cli.params import executor_option, json_file_option, profile_option, seeds_option
+from tracediff.cli.params import (
+    executor_option,
+    json_file_option,
+    profile_option,
+    seeds_option,
+    workload_option,
+)
 from tracediff.errors import UsageError
 from tracediff.project import current_model
 
 
 @main.command()
 @profile_option()
+@workload_option
 @seeds_option("Seeds instead of the profile's: 0..1055, 3,7, 0..9,20.")
 @click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: all cores).")
 @json_file_option("Also write the report as JSON to this file (per feature and per scenario).")
@@ -49,7 +56,9 @@ def coverage(
     from tracediff.report.coverage import coverage_renderable
 
     model = current_model()
-    profile = model.load_profile(default_profile(profile_name))
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(model, default_profile(profile_name))
     chosen = seeds if seeds is not None else profile.seeds
     if not chosen:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")

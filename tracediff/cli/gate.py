@@ -46,6 +46,7 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT, DiffReport, ScenarioOutcome
 from tracediff.errors import UsageError
@@ -59,6 +60,7 @@ MAX_ANNOTATIONS = 50  # GitHub shows at most a few dozen per step anyway
 
 @main.command()
 @profile_option()
+@workload_option
 @seeds_option("Seeds instead of the profile's: 0..71, 3,7.")
 @impl_option(
     "Implementation (built-in name or package.module:attr); repeat. The first is the "

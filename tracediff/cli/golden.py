@@ -31,6 +31,7 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 from tracediff.errors import UsageError
 from tracediff.report.describe import plural
@@ -38,8 +39,9 @@ from tracediff.report.describe import plural
 
 def _profile_size(profile_name: str) -> int:
     from tracediff.project import current_model
+    from tracediff.project.profiles import load_profile
 
-    return len(current_model().load_profile(profile_name).seeds)
+    return len(load_profile(current_model(), profile_name).seeds)
 
 
 golden_dir_option = click.option(
@@ -85,6 +87,7 @@ def golden() -> None:
 
 @golden.command("check")
 @profile_option()
+@workload_option
 @seeds_option("Check only these seeds of the profile: 0..71, 3,7.")
 @impl_option(
     "The implementation to check (run alone) against the manifest; repeat to check "
@@ -201,6 +204,7 @@ def _print_check(console: Console, spec: Any, outcome: Any) -> bool:
 
 @golden.command("update")
 @profile_option()
+@workload_option
 @impl_option(
     "Whose digests the manifest holds. Default: the configured candidate "
     "([tool.tracediff] impls after the baseline; the first when there are several), else "

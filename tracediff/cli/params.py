@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tracediff.cli.app import STDOUT, check_output_file, check_seconds
+from tracediff.cli.settings import WORKLOAD_META
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -105,6 +106,33 @@ def _option(*decls: str, **attrs: Any) -> Callable[[F], F]:
 def profile_option(help: str = PROFILE_HELP) -> Callable[[F], F]:  # noqa: A002 - click's word
     """``--profile NAME`` (the parameter ``profile_name``)."""
     return _option("--profile", "profile_name", default=None, help=help)
+
+
+WORKLOAD_HELP = (
+    "A request trace (Mooncake or tracediff JSON lines, an Azure or BurstGPT CSV) whose "
+    "windows are the scenarios: the profile's seeds pick them (docs/workloads.md)."
+)
+
+
+def _remember_workload(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value is not None:
+        ctx.meta[WORKLOAD_META] = str(value)
+
+
+def workload_option(function: F) -> F:
+    """``--workload FILE``: the profile of the command (``--profile``, else the configured
+    one) takes its requests from FILE's windows. Not a parameter of the command: the
+    profile name every command resolves (tracediff.cli.settings.profile) carries it, so
+    each command takes it without a line of its own."""
+    return _option(
+        "--workload",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        expose_value=False,
+        callback=_remember_workload,
+        metavar="FILE",
+        help=WORKLOAD_HELP,
+    )(function)
 
 
 def seeds_option(help: str, *, limit: int | None = None) -> Callable[[F], F]:  # noqa: A002

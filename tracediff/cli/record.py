@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from tracediff.cli.app import main, resolve_scenarios
-from tracediff.cli.params import SEED, impl_option, output_option, profile_option
+from tracediff.cli.params import SEED, impl_option, output_option, profile_option, workload_option
 from tracediff.executor.call import ImplementationFailed
 from tracediff.project.impls import parse_impl
 
 
 @main.command()
 @profile_option()
+@workload_option
 @click.option("--seed", type=SEED, required=True, help="The scenario's seed within the profile.")
 @impl_option(
     "The implementation to record (built-in name or package.module:attr).",

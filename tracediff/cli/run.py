@@ -49,6 +49,7 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 from tracediff.compare.model import DEFAULT_CONTEXT
 from tracediff.errors import UsageError
@@ -73,6 +74,7 @@ from tracediff.running.runner import (
     "Seed-set profile: a built-in name, a configured one, or a .toml path (default: the "
     "configured profile, else quick)."
 )
+@workload_option
 @seeds_option("Seeds instead of the profile's: 0..1055, 3,7, 0..9,20.")
 @impl_option(
     "Implementation: built-in name, package.module:attr, entry point, or 'exec:COMMAND' "
@@ -230,8 +232,10 @@ def run(
     if scenario_files:
         from tracediff.project.corpus import load_scenario
 
-        if profile_name is not None or seeds is not None:
-            raise UsageError("--scenario runs the given files only; drop --profile/--seeds")
+        if profile_name is not None or seeds is not None or settings.workload() is not None:
+            raise UsageError(
+                "--scenario runs the given files only; drop --profile/--seeds/--workload"
+            )
         scenarios = [load_scenario(path) for path in scenario_files]
     else:
         scenarios = resolve_scenarios(profile_name, seeds)

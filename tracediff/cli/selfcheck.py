@@ -27,11 +27,13 @@ from tracediff.cli.params import (
     profile_option,
     seeds_option,
     timeout_option,
+    workload_option,
 )
 
 
 @main.command()
 @profile_option()
+@workload_option
 @seeds_option("Seeds instead of the profile's: 0..1055, 3,7.")
 @impl_option("Implementation to self-check (repeat; default reference and optimized).")
 @click.option("--check", is_flag=True, help="Check mode for optimized.")

@@ -17,6 +17,8 @@ import click
 from tracediff.errors import UsageError
 from tracediff.project import DEFAULT_PROFILE, DataSource, Location, Project, resolve
 
+WORKLOAD_META = "tracediff.workload"  # set by --workload (tracediff.cli.params)
+
 # A command that compares passes this as its default: it takes the project's implementations
 # (the configured ones, else the model's defaults); only its length is read.
 DEFAULT_IMPLS = ("<baseline>", "<candidate>")
@@ -55,12 +57,27 @@ def candidates(values: Sequence[str]) -> tuple[tuple[str, ...], str]:
     return ("reference",), "the default"
 
 
+def workload() -> str | None:
+    """The file ``--workload`` named, if it did."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get(WORKLOAD_META) if ctx is not None else None
+    return None if given is None else str(given)
+
+
 def profile(value: str | None) -> str:
+    """The profile a command runs: ``--profile``, else the configured one, else quick; with
+    ``--workload FILE``, that profile over FILE's windows (tracediff.workload.compose)."""
     if value is not None and not value.strip():
         raise UsageError(
             "--profile: the profile name is empty; name a profile (e.g. quick) or a .toml file"
         )
-    return value or project().profile or DEFAULT_PROFILE
+    name = value or project().profile or DEFAULT_PROFILE
+    given = workload()
+    from tracediff.workload import compose, split
+
+    if given is None or split(name)[1] is not None:  # resolved once already
+        return name
+    return compose(name, given)
 
 
 def timeout(value: float | None) -> float | None:

@@ -18,7 +18,13 @@ from tracediff.cli.app import (
     resolve_impls,
 )
 from tracediff.cli.output import text_console
-from tracediff.cli.params import SEED, impl_option, json_file_option, profile_option
+from tracediff.cli.params import (
+    SEED,
+    impl_option,
+    json_file_option,
+    profile_option,
+    workload_option,
+)
 from tracediff.cli.shrink_options import (
     DEFAULT_EVALUATIONS,
     DEFAULT_IMPLS,
@@ -35,6 +41,7 @@ from tracediff.report.describe import plural
 
 @main.command()
 @profile_option("Seed-set profile of --seed (default: the configured profile, else quick).")
+@workload_option
 @click.option("--seed", type=SEED, default=None, help="The diverging scenario's seed.")
 @click.option(
     "--scenario",

@@ -180,7 +180,9 @@ def profile_scenarios(profile_name: str) -> tuple[str, list[Scenario]]:
     from tracediff.project import current_model
 
     model = current_model()
-    profile = model.load_profile(profile_name)
+    from tracediff.project.profiles import load_profile
+
+    profile = load_profile(model, profile_name)
     if not profile.seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; golden needs its seed set")
     return profile.name, [model.generate(profile, seed) for seed in profile.seeds]

@@ -55,6 +55,13 @@ class BaseModel:
     def data_dir(self, kind: str) -> Path | None:
         return None
 
+    def with_workload(self, profile: Any, workloads: Any) -> Any:
+        raise UsageError(
+            f"the model {self.name!r} takes no workloads: it maps no request trace into its "
+            "scenarios; drop --workload (or the profile's [workload] table), or give the model "
+            "a with_workload (docs/models.md, docs/workloads.md)"
+        )
+
     def exec_factory(self, name: str, target: str) -> Any:
         raise UsageError(
             f"implementation {name!r}: the model {self.name!r} has no process protocol, so "

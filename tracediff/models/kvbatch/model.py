@@ -52,7 +52,10 @@ class KVBatchModel(BaseModel):
         return scenario.load_profile(name)
 
     def profile_names(self) -> list[str]:
-        return sorted(scenario.PROFILES)
+        return sorted(scenario.PROFILE_NAMES)
+
+    def with_workload(self, profile: KVProfile, workloads: Any) -> KVProfile:
+        return scenario.with_workload(profile, workloads)
 
     def generate(self, profile: KVProfile, seed: int) -> KVScenario:
         return scenario.generate(profile, seed)

@@ -6,11 +6,14 @@ A seed's scenario is a pure function of (profile, seed).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from tracediff.errors import ScenarioError, UsageError
+from tracediff.workload import Window, WorkloadOrigin, WorkloadSet
 
 FORMAT = "kvbatch-trace"
 RECORD_KEYS = (
@@ -43,16 +46,21 @@ class KVScenario:
     step_base: int = 10_000
     step_per_token: int = 20
     requests: tuple[Request, ...] = ()
+    workload: WorkloadOrigin | None = None  # a workload window's (docs/workloads.md)
 
     def features(self) -> str:
         shared = sum(1 for r in self.requests if r.prefix)
+        origin = ""
+        if self.workload is not None:
+            w = self.workload
+            origin = f", workload {w.name}[{w.start}:+{w.length}]"
         return (
             f"{len(self.requests)} requests, {self.num_blocks} blocks of {self.block_size}, "
-            f"budget {self.token_budget}, {shared} with prefixes"
+            f"budget {self.token_budget}, {shared} with prefixes{origin}"
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "profile": self.profile,
             "seed": self.seed,
             "block_size": self.block_size,
@@ -63,6 +71,9 @@ class KVScenario:
             "step_per_token": self.step_per_token,
             "requests": [r.to_list() for r in self.requests],
         }
+        if self.workload is not None:  # a generated scenario's dict has no such key
+            data["workload"] = self.workload.to_dict()
+        return data
 
 
 PARAMS = ("block_size", "num_blocks", "token_budget", "max_running", "step_base",
@@ -80,8 +91,9 @@ def scenario_from_dict(data: Any) -> KVScenario:
             Request(_int(i), _int(a), _int(p), _int(o), _int(pr), tuple(_int(h) for h in hs))
             for i, a, p, o, pr, hs in data["requests"]
         )
+        origin = WorkloadOrigin.from_dict(data["workload"]) if "workload" in data else None
         scenario = KVScenario(str(data["profile"]), _int(data["seed"]), requests=requests,
-                              **params)  # fmt: skip
+                              workload=origin, **params)  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
         raise ScenarioError(f"not a kvbatch scenario: {type(exc).__name__}: {exc}") from None
     validate(scenario)
@@ -122,6 +134,7 @@ class KVProfile:
     max_requests: int
     max_prompt: int
     max_output: int
+    workload: WorkloadSet | None = None  # requests from these windows (docs/workloads.md)
 
 
 PROFILES = {
@@ -132,13 +145,55 @@ PROFILES = {
 }  # fmt: skip
 
 
+# The shipped samples (workloads/, docs/workloads.md): seed s reads sample s mod 3.
+WORKLOAD_SAMPLES = ("mooncake_conversation.jsonl", "azure_code.csv", "burstgpt_synthetic.csv")
+WORKLOAD = KVProfile(
+    "workload", "windows of 16 requests of the shipped traffic samples", tuple(range(24)),
+    16, 64, 16,
+)  # fmt: skip
+PROFILE_NAMES = (*PROFILES, WORKLOAD.name)
+
+
 def load_profile(name: str) -> KVProfile:
+    if name == WORKLOAD.name:
+        return _workload_profile()
     if name not in PROFILES:
-        raise UsageError(f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILES))}")
+        raise UsageError(
+            f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILE_NAMES))}"
+        )
     return PROFILES[name]
 
 
+def _workload_profile() -> KVProfile:
+    from tracediff import workload
+    from tracediff.resources import builtin_dir
+
+    directory = builtin_dir("workloads")
+    if directory is None:
+        raise UsageError("the workload profile's samples are not installed (workloads/)")
+    spec = workload.WorkloadSpec(
+        tuple(str(directory / name) for name in WORKLOAD_SAMPLES),
+        window=16,
+        time_scale=0.1,
+        output_scale=0.25,
+    )
+    return dataclasses.replace(WORKLOAD, workload=workload.load(spec))
+
+
+def with_workload(profile: KVProfile, workloads: WorkloadSet) -> KVProfile:
+    """``profile`` over ``workloads`` (``--workload FILE``): its seeds and bounds, the
+    requests from the windows; named ``PROFILE+FILE``."""
+    return dataclasses.replace(
+        profile,
+        name=f"{profile.name}+{workloads.name}"[:100],
+        description=f"{profile.description} ({workloads.spec.describe()})",
+        workload=workloads,
+    )
+
+
 def generate(profile: KVProfile, seed: int) -> KVScenario:
+    if profile.workload is not None:
+        return from_window(profile, seed, profile.workload.window(seed))
     rng = random.Random(f"kvbatch:{profile.name}:{seed}")
     bs = rng.choice((2, 4, 4, 8))
     token_budget = rng.choice((4, 8, 16, 32))
@@ -178,6 +233,63 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
         step_base=rng.choice((5000, 10000)),
         step_per_token=rng.choice((0, 20)),
         requests=tuple(requests),
+    )
+
+
+def from_window(profile: KVProfile, seed: int, window: Window) -> KVScenario:
+    """A workload window as a kvbatch scenario (docs/workloads.md, "kvbatch").
+
+    One block of the trace (``block_tokens`` tokens, Mooncake's 512) is one KV block of
+    the scenario: a prompt of ``t`` trace tokens is ``ceil(t * block_size / block_tokens)``
+    tokens (clipped to ``max_prompt``), and its ``hash_ids`` are its prefix hashes (the
+    full blocks' ones), so requests share cached blocks exactly where the trace's share
+    content. Outputs are the trace's times ``output_scale``, rounded up, clipped to
+    ``1..max_output``; arrivals the gaps since the window's first request times
+    ``time_scale``. Block size, budgets, the cache's size, step times and priorities are
+    drawn from the seed as the generator draws them.
+    """
+    assert profile.workload is not None
+    spec = profile.workload.spec
+    rng = random.Random(f"kvbatch:{profile.name}:{seed}")
+    bs = rng.choice((2, 4, 4, 8))
+    token_budget = rng.choice((4, 8, 16, 32))
+    max_running = rng.choice((2, 3, 4, 8))
+    first = window.requests[0].arrival_us
+    requests: list[Request] = []
+    prompts_clipped = outputs_clipped = 0
+    for rid, r in enumerate(window.requests):
+        scaled = max(1, -(-r.input_tokens * bs // spec.block_tokens))
+        prompt = min(scaled, profile.max_prompt)
+        wanted = max(1, math.ceil(r.output_tokens * spec.output_scale))
+        output = min(wanted, profile.max_output)
+        prompts_clipped += prompt != scaled
+        outputs_clipped += output != wanted
+        priority = 0 if rng.random() < 0.2 else 1
+        prefix = r.hash_ids[: prompt // bs]
+        arrival = int((r.arrival_us - first) * spec.time_scale)
+        requests.append(Request(rid, arrival, prompt, output, priority, prefix))
+    biggest = max(blocks_for(r.prompt + r.output, bs) for r in requests)
+    num_blocks = biggest + rng.randint(0, biggest * rng.choice((0, 1, 1, 3)))
+    scales: tuple[tuple[str, float], ...] = (
+        ("time_scale", spec.time_scale),
+        ("trace_tokens_per_token", spec.block_tokens / bs),
+        ("max_prompt", profile.max_prompt),
+        ("prompts_clipped", prompts_clipped),
+        ("output_scale", spec.output_scale),
+        ("max_output", profile.max_output),
+        ("outputs_clipped", outputs_clipped),
+    )
+    return KVScenario(
+        profile.name,
+        seed,
+        block_size=bs,
+        num_blocks=num_blocks,
+        token_budget=token_budget,
+        max_running=max_running,
+        step_base=rng.choice((5000, 10000)),
+        step_per_token=rng.choice((0, 20)),
+        requests=tuple(requests),
+        workload=window.origin(scales),
     )
 
 

@@ -55,9 +55,18 @@ class SpecDecModel:
         return available_profiles()
 
     def generate(self, profile: Any, seed: int) -> Any:
+        if profile.workload is not None:
+            from tracediff.models.specdec.scenario.workload import from_window
+
+            return from_window(profile, seed, profile.workload.window(seed))
         from tracediff.models.specdec.scenario.generator import generate
 
         return generate(profile, seed)
+
+    def with_workload(self, profile: Any, workloads: Any) -> Any:
+        from tracediff.models.specdec.scenario.profiles import with_workload
+
+        return with_workload(profile, workloads)
 
     def private_copy(self, scenario: Any) -> Any:
         from tracediff.models.specdec.scenario.model import private_copy

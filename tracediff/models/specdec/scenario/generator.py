@@ -30,7 +30,47 @@ def _between(seed: int, tag: str, low: float, high: float, *parts: int) -> float
 
 
 def generate(profile: Profile, seed: int) -> Scenario:
-    requests_n, allocation, graphs, queue_depth = profile.matrix.cell(seed)
+    """The generated scenario of ``seed`` (a profile with a workload: scenario/workload.py)."""
+    requests_n = profile.matrix.cell(seed)[0]
+    gen = profile.generator
+    params, truth, perfect, exact = scenario_params(profile, seed)
+    scale = 1.0 / (1.0 + gen.max_new_decay * math.log2(requests_n))
+    low = max(2, int(gen.max_new[0] * scale))
+    high = max(low, int(gen.max_new[1] * scale))
+    requests: list[RequestSpec] = []
+    for i in range(requests_n):
+        max_new = rng.randint(seed, "max_new", low, high, i)
+        arrival = 0 if i == 0 else rng.randint(seed, "arrival", 0, gen.arrival_window_us, i)
+        if i > 0 and rng.chance(seed, "burst", gen.p_burst, i):
+            arrival = requests[-1].arrival_us  # arrives with the previous one, as in a burst
+        requests.append(
+            draw_request(
+                seed,
+                gen,
+                i,
+                arrival=arrival,
+                prompt_len=rng.randint(seed, "prompt", gen.prompt_len[0], gen.prompt_len[1], i),
+                max_new=max_new,
+                proposer="copy" if rng.chance(seed, "copy", gen.p_copy, i) else "mtp",
+                perfect=perfect_request(seed, gen, i, perfect, exact),
+            )
+        )
+    scenario = Scenario(
+        profile=profile.name,
+        seed=seed,
+        params=params,
+        truth=truth,
+        requests=tuple(requests),
+    )
+    scenario.validate()
+    return scenario
+
+
+def scenario_params(profile: Profile, seed: int) -> tuple[SchedulerParams, EngineTruth, bool, bool]:
+    """The seed's scheduler parameters and engine truth (its matrix cell, regimes and eager
+    shapes), whether some requests get perfect acceptance, and whether the exact-floats
+    regime holds (then every request is perfect)."""
+    _requests_n, allocation, graphs, queue_depth = profile.matrix.cell(seed)
     gen = profile.generator
     overrides: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in profile.params.items()
@@ -55,53 +95,57 @@ def generate(profile: Profile, seed: int) -> Scenario:
                 if rng.chance(seed, "eager", gen.p_eager, RAGGED, b_pad, tokens):
                     eager.append((RAGGED, b_pad, tokens))
         params = dataclasses.replace(params, eager_shapes=tuple(eager))
-    scale = 1.0 / (1.0 + gen.max_new_decay * math.log2(requests_n))
-    low = max(2, int(gen.max_new[0] * scale))
-    high = max(low, int(gen.max_new[1] * scale))
-    requests: list[RequestSpec] = []
-    for i in range(requests_n):
-        max_new = rng.randint(seed, "max_new", low, high, i)
-        arrival = 0 if i == 0 else rng.randint(seed, "arrival", 0, gen.arrival_window_us, i)
-        if i > 0 and rng.chance(seed, "burst", gen.p_burst, i):
-            arrival = requests[-1].arrival_us  # arrives with the previous one, as in a burst
-        requests.append(
-            RequestSpec(
-                id=i,
-                arrival_us=arrival,
-                prompt_len=rng.randint(seed, "prompt", gen.prompt_len[0], gen.prompt_len[1], i),
-                max_new=max_new,
-                proposer="copy" if rng.chance(seed, "copy", gen.p_copy, i) else "mtp",
-                grammar_cap=(
-                    rng.randint(seed, "grammar-cap", 0, 3, i)
-                    if rng.chance(seed, "grammar", gen.p_grammar, i)
-                    else -1
-                ),
-                host_stop=rng.chance(seed, "host-stop", gen.p_host_stop, i),
-                fixed_width=(
-                    rng.randint(seed, "fixed-width", 0, MAX_DRAFT, i)
-                    if rng.chance(seed, "fixed", gen.p_fixed, i)
-                    else -1
-                ),
-                stop_at=(
-                    rng.randint(seed, "stop-at", 1, max_new, i)
-                    if rng.chance(seed, "stop", gen.p_stop, i)
-                    else -1
-                ),
-                accept_base=_between(seed, "accept-base", *gen.accept_base, i),
-                accept_decay=_between(seed, "accept-decay", *gen.accept_decay, i),
-            )
-        )
-        if exact or (perfect and rng.chance(seed, "perfect", gen.p_perfect, i)):
-            requests[-1] = dataclasses.replace(requests[-1], accept_base=1.0, accept_decay=1.0)
-    scenario = Scenario(
-        profile=profile.name,
-        seed=seed,
-        params=params,
-        truth=truth,
-        requests=tuple(requests),
+    return params, truth, perfect, exact
+
+
+def perfect_request(seed: int, gen: Generator, i: int, perfect: bool, exact: bool) -> bool:
+    """Whether request ``i``'s drafts are always accepted: every request in the exact-floats
+    regime, a drawn share of them in the exact regime."""
+    return exact or (perfect and rng.chance(seed, "perfect", gen.p_perfect, i))
+
+
+def draw_request(
+    seed: int,
+    gen: Generator,
+    i: int,
+    *,
+    arrival: int,
+    prompt_len: int,
+    max_new: int,
+    proposer: str,
+    perfect: bool,
+) -> RequestSpec:
+    """Request ``i`` with the given arrival, lengths and proposer, the rest of it drawn from
+    the seed (each draw keyed by its purpose and ``i``, so none depends on another's order).
+    ``perfect``: its drafts are always accepted (:func:`perfect_request`)."""
+    request = RequestSpec(
+        id=i,
+        arrival_us=arrival,
+        prompt_len=prompt_len,
+        max_new=max_new,
+        proposer=proposer,
+        grammar_cap=(
+            rng.randint(seed, "grammar-cap", 0, 3, i)
+            if rng.chance(seed, "grammar", gen.p_grammar, i)
+            else -1
+        ),
+        host_stop=rng.chance(seed, "host-stop", gen.p_host_stop, i),
+        fixed_width=(
+            rng.randint(seed, "fixed-width", 0, MAX_DRAFT, i)
+            if rng.chance(seed, "fixed", gen.p_fixed, i)
+            else -1
+        ),
+        stop_at=(
+            rng.randint(seed, "stop-at", 1, max_new, i)
+            if rng.chance(seed, "stop", gen.p_stop, i)
+            else -1
+        ),
+        accept_base=_between(seed, "accept-base", *gen.accept_base, i),
+        accept_decay=_between(seed, "accept-decay", *gen.accept_decay, i),
     )
-    scenario.validate()
-    return scenario
+    if perfect:
+        return dataclasses.replace(request, accept_base=1.0, accept_decay=1.0)
+    return request
 
 
 def _regimes(

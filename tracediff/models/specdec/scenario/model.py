@@ -15,6 +15,7 @@ from typing import Any
 
 from tracediff.errors import ScenarioError
 from tracediff.models.specdec.scenario.fields import FieldError, fields_of
+from tracediff.workload import WorkloadOrigin
 
 ALLOCATIONS = ("host", "device", "mixed")
 PROPOSERS = ("mtp", "copy")
@@ -129,6 +130,9 @@ class Scenario:
     params: SchedulerParams = field(default_factory=SchedulerParams)
     truth: EngineTruth = field(default_factory=EngineTruth)
     requests: tuple[RequestSpec, ...] = ()
+    # where the requests came from when a workload's window made them (docs/workloads.md);
+    # None for a generated scenario, whose dict then has no "workload" key at all
+    workload: WorkloadOrigin | None = None
 
     def features(self) -> str:
         """One line naming what this scenario exercises (for reports)."""
@@ -153,6 +157,9 @@ class Scenario:
         if p.max_lanes < len(self.requests):
             flags.append(f"{p.max_lanes} slots")
         graphs = "mixed-graphs" if p.ragged else "rect"
+        if self.workload is not None:
+            w = self.workload
+            flags.append(f"workload {w.name}[{w.start}:+{w.length}]")
         return (
             f"{len(self.requests)} request{'' if len(self.requests) == 1 else 's'}, "
             f"{p.allocation} allocation, {graphs}, "
@@ -160,7 +167,7 @@ class Scenario:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "profile": self.profile,
             "seed": self.seed,
             "params": _plain(dataclasses.asdict(self.params)),
@@ -171,6 +178,9 @@ class Scenario:
                 dict(zip(_REQUEST_FIELDS, _request_values(r), strict=True)) for r in self.requests
             ],
         }
+        if self.workload is not None:
+            data["workload"] = self.workload.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
@@ -178,8 +188,8 @@ class Scenario:
 
         Scenarios come from files (trace headers, the regression corpus), so every value is
         checked against its field's type before anything uses it (``scenario/fields.py``).
-        Keys other than the five fields are ignored (a saved regression carries its note
-        and signature beside them).
+        Keys other than the five fields and ``workload`` are ignored (a saved regression
+        carries its note and signature beside them).
         """
         try:
             if not isinstance(data, dict):
@@ -203,6 +213,9 @@ class Scenario:
                 requests=tuple(
                     RequestSpec(**fields_of(RequestSpec, r, f"requests[{i}]"))
                     for i, r in enumerate(requests_in)
+                ),
+                workload=(
+                    WorkloadOrigin.from_dict(data["workload"]) if "workload" in data else None
                 ),
             )
         except FieldError as exc:

@@ -21,12 +21,14 @@ from tracediff.errors import NESTING, ProfileError, ScenarioError, UsageError
 from tracediff.models.specdec.scenario.fields import FieldError, fields_of
 from tracediff.models.specdec.scenario.model import (
     ALLOCATIONS,
+    MAX_REQUESTS,
     MAX_TOKENS,
     Scenario,
     SchedulerParams,
 )
 from tracediff.project.seeds import MAX_SEEDS
 from tracediff.project.seeds import parse_seeds as parse_seeds  # also read from here
+from tracediff.workload import WorkloadSet
 
 PROFILE_DIR_ENV = "TRACEDIFF_PROFILES"
 GRAPHS = ("rect", "mixed")
@@ -111,6 +113,8 @@ class Profile:
     generator: Generator = field(default_factory=Generator)
     params: dict[str, Any] = field(default_factory=dict)  # SchedulerParams overrides
     path: str = ""
+    # [workload]: requests from request traces' windows instead of the generator's
+    workload: WorkloadSet | None = None
 
     def __hash__(self) -> int:
         return hash((self.name, self.path))
@@ -236,7 +240,7 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>", text: str = "") 
     """A profile from parsed TOML; every value checked for type and range (ProfileError
     naming the file, line and key)."""
     where = _Where(path, text)
-    known = {"name", "description", "seeds", "matrix", "generator", "params"}
+    known = {"name", "description", "seeds", "matrix", "generator", "params", "workload"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProfileError(f"{path}: unknown keys {unknown}; allowed: {sorted(known)}")
@@ -250,7 +254,37 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>", text: str = "") 
     _check_matrix(matrix, where)
     _check_generator(generator, data.get("generator", {}), where)
     params = _check_params(data.get("params", {}), name, where)
-    return Profile(name, description, seeds, matrix, generator, params, path)
+    workloads = None
+    if "workload" in data:
+        from tracediff import workload
+
+        spec = workload.parse_table(
+            data["workload"],
+            Path(path).parent,
+            lambda key: where("workload", key),
+            max_window=MAX_REQUESTS,
+        )
+        workloads = workload.load(spec)
+    return Profile(name, description, seeds, matrix, generator, params, path, workloads)
+
+
+def with_workload(profile: Profile, workloads: WorkloadSet) -> Profile:
+    """``profile`` over ``workloads`` (``--workload FILE``): the same seeds, matrix cells and
+    draws, the requests from the windows; named ``PROFILE+FILE`` (golden manifests, saved
+    scenarios)."""
+    window = workloads.spec.window
+    if window > MAX_REQUESTS:
+        raise UsageError(
+            f"--workload: windows of {window} requests; a specdec scenario holds at most "
+            f"{MAX_REQUESTS}"
+        )
+    name = f"{profile.name}+{workloads.name}"[:100]
+    return dataclasses.replace(
+        profile,
+        name=name,
+        description=f"{profile.description} ({workloads.spec.describe()})",
+        workload=workloads,
+    )
 
 
 def _profile_name(data: dict[str, Any], path: str, where: _Where) -> str:
