@@ -37,7 +37,8 @@ class SimulatedEngine:
         self.copy_misses: dict[int, int] = {}  # copy lanes: rounds left with nothing to offer
         self.offers = {r.id: self._next_offer(r, 0) for r in scenario.requests}
         self.gpu_free_at = 0
-        self.drift: dict[tuple[int, int, int], float] = {}
+        # shape -> true cost × (1 + drift × duration_drift): what a round of it costs before noise
+        self.drifted: dict[tuple[int, int, int], float] = {}
         # request -> its true acceptance at depths 1..7 (a pure function of its spec)
         self.acceptance: dict[int, list[float]] = {}
         # (end time µs, true duration µs, plan number, round row) in submission order:
@@ -103,18 +104,17 @@ class SimulatedEngine:
     ) -> int:
         duration = 0
         if lanes:
-            cost = self.true_cost(kind, b_pad, width)
-            drift = self.drift.get((kind, b_pad, width))
-            if drift is None:  # a shape's drift is drawn once per scenario: keep it
-                drift = self.drift[(kind, b_pad, width)] = (
-                    2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0
+            key = (kind, b_pad, width)
+            drifted = self.drifted.get(key)
+            if drifted is None:
+                # a shape's cost and drift are fixed for the scenario: their product (the
+                # left factor of the duration, computed as below) is kept per shape
+                drift = 2.0 * rng.uniform(self.seed, "drift", kind, b_pad, width) - 1.0
+                drifted = self.drifted[key] = self.true_cost(kind, b_pad, width) * (
+                    1.0 + drift * self.truth.duration_drift
                 )
             noise = 2.0 * rng.uniform(self.seed, "noise", plan) - 1.0
-            duration = int(
-                cost
-                * (1.0 + drift * self.truth.duration_drift)
-                * (1.0 + noise * self.truth.duration_noise)
-            )
+            duration = int(drifted * (1.0 + noise * self.truth.duration_noise))
         if prefill_tokens:
             duration += F.prefill_cost(self.params, prefill_tokens)
         return F.quantised(max(duration, 1), self.truth.duration_quantum_us)

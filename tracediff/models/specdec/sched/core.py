@@ -11,6 +11,7 @@ so the scheduler knows nothing of traces: the driver only encodes what it is han
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -141,13 +142,17 @@ class SchedulerCore:
             estimate = self.table_estimate(*key)
             self.table[key] = [F.updated_estimate(estimate, max(observed, 1)), now]
         retired = []
-        for request_id, state in self.requests.items():
+        for state in self.retire_candidates(submitted):
             if state.phase == DRAINING and state.pending_count == 0:
                 state.phase = RETIRED
                 self.free_slots.append(state.slot)
                 self.free_slots.sort()
-                retired.append(request_id)
+                retired.append(state.spec.id)
         return sorted(retired)
+
+    def retire_candidates(self, completed: SubmittedRound) -> Iterable[RequestState]:
+        """The requests that may retire after ``completed``: every request, here."""
+        return self.requests.values()
 
     def commit(self, round_: SubmittedRound) -> None:
         """Submit a round: pending counts and advances go up, lanes are marked served."""

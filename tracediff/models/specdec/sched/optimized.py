@@ -131,6 +131,7 @@ A mismatch raises :class:`tracediff.errors.SchedulerFault` naming the plan and t
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from tracediff.errors import SchedulerFault
@@ -138,6 +139,7 @@ from tracediff.models.specdec.scenario.model import MAX_DRAFT, Scenario
 from tracediff.models.specdec.sched import formulas as F
 from tracediff.models.specdec.sched.core import (
     DECODING,
+    DRAINING,
     Lane,
     RequestState,
     SchedulerCore,
@@ -541,6 +543,25 @@ class OptimizedScheduler(SchedulerCore):
             if found != expected:
                 self._fault("eligible lanes", found, expected)
         return found
+
+    # -- retirement -----------------------------------------------------------------------
+    def retire_candidates(self, completed: SubmittedRound) -> Iterable[RequestState]:
+        """Only the completed round's requests: a request retires when it drains with no
+        lane in flight, and both happen only when a round of its completes (one that
+        drained earlier with none in flight retired then). Check mode compares the
+        requests that qualify with those of the core's scan of every request."""
+        states = [self.requests[lane.request] for lane in completed.lanes]
+        if self.check:
+
+            def ready(found: Iterable[RequestState]) -> list[int]:
+                return sorted(
+                    s.spec.id for s in found if s.phase == DRAINING and s.pending_count == 0
+                )
+
+            mine, scanned = ready(states), ready(self.requests.values())
+            if mine != scanned:
+                self._fault("requests ready to retire", mine, scanned)
+        return states
 
     # -- pending advance ---------------------------------------------------------------
     def pending_advance(self, state: RequestState) -> int:
