@@ -169,9 +169,9 @@ Allocation = tuple[list[int], float, int, int, bytes]
 
 Shape = tuple[int, int, int, int, int, int, Allocation, int]
 
-# Per width bound: (want per lane, its lane value per lane, and by cohort size n = 0..lanes
-# the unclipped allocation's E, widest prefix and Σ prefix, and the wants as u8 bytes).
-_Wants = tuple[list[int], list[float], list[float], list[int], list[int], bytes]
+# Per width bound: (want per lane, and by cohort size n = 0..lanes the unclipped
+# allocation's E and Σ prefix, and the wants as u8 bytes).
+_Wants = tuple[list[int], list[float], list[int], bytes]
 
 
 def _eligible_columns(lanes: list[Lane], curves: list[list[float]]) -> list[Any]:
@@ -364,25 +364,24 @@ class _PlanContext:
         ]
         self.fixed_positions = [p for p, lane in enumerate(lanes) if lane.fixed_width >= 0]
         self.ranking: list[tuple[int, int]] | None = None
-        # (cohort, bound) -> [next ranking index, free slots taken, free prefixes]
-        self.cursors: dict[tuple[int, int], list[Any]] = {}
+        self.cursors: dict[tuple[int, int], _Cursor] = {}
         # bound -> (want per lane, lane value of that want per lane)
         self.per_bound: dict[int, _Wants] = {}
         self.allocations: dict[tuple[int, int, int], Allocation] = {}
 
     def wants(self, bound: int) -> _Wants:
         """What every lane wants under ``bound`` when the budget does not bind, and for each
-        cohort size n the allocation's E, widest prefix and tokens over the first n lanes
-        (running totals in priority order: the same additions expected_tokens makes)."""
+        cohort size n the allocation's E and tokens over the first n lanes (running totals
+        in priority order: the same additions expected_tokens makes)."""
         entry = self.per_bound.get(bound)
         if entry is None:
-            want = [limit if limit < bound else bound for limit in self.limits]
+            limits = self.limits
+            # caps never exceed MAX_DRAFT: under the widest bound every lane wants its limit
+            want = limits if bound >= MAX_DRAFT else [b if b < bound else bound for b in limits]
             values = [sums[p] for sums, p in zip(self.sums, want, strict=True)]
             entry = self.per_bound[bound] = (
                 want,
-                values,
                 F.running_expected_tokens(values),
-                list(itertools.accumulate(want, max, initial=0)),
                 list(itertools.accumulate(want, initial=0)),
                 bytes(want),
             )
@@ -421,17 +420,18 @@ class _PlanContext:
         found = self.allocations.get(key)
         if found is not None:
             return found
-        want, _values, running_e, running_max, running_tokens, want_bytes = self.wants(bound)
+        want, running_e, running_tokens, want_bytes = self.wants(bound)
         if running_tokens[cohort] <= budget - cohort:
             # the budget does not bind: every lane gets its want
+            prefixes = want[:cohort]
             found = (
-                want[:cohort],
+                prefixes,
                 running_e[cohort],
-                running_max[cohort],
+                max(prefixes),
                 cohort + running_tokens[cohort],
                 want_bytes[:cohort],
             )
-        else:
+        elif self.fixed_positions and self.fixed_positions[0] < cohort:
             prefixes, left = self.forced(cohort, bound, budget)
             if left > 0:
                 self.take(lanes, prefixes, cohort, bound, left)
@@ -443,28 +443,50 @@ class _PlanContext:
                 cohort + sum(prefixes),
                 bytes(prefixes),
             )
+        else:
+            # no fixed lane in the cohort: the free slots are the whole allocation, and the
+            # cursor already holds its lane values, widest prefix and Σ prefix
+            cursor = self.read(lanes, cohort, bound, budget - cohort)
+            prefixes = list(cursor.free)
+            found = (
+                prefixes,
+                F.expected_tokens(cursor.values),
+                cursor.widest,
+                cohort + cursor.taken,
+                bytes(prefixes),
+            )
         self.allocations[key] = found
         return found
 
     def take(
         self, lanes: list[Lane], prefixes: list[int], cohort: int, bound: int, left: int
     ) -> None:
-        """Give ``prefixes`` the first ``left`` ranked free slots of the cohort under the bound.
+        """Lay the first ``left`` ranked free slots of the cohort under the bound over
+        ``prefixes`` (which hold the fixed lanes' forced takes)."""
+        for position, depth in enumerate(self.read(lanes, cohort, bound, left).free):
+            if depth:
+                prefixes[position] = depth
+
+    def read(self, lanes: list[Lane], cohort: int, bound: int, left: int) -> _Cursor:
+        """The (cohort, bound) cursor, moved to where it has taken ``left`` free slots (or
+        every one there is).
 
         The slots a (cohort, bound) takes under a larger budget start with those it takes
         under a smaller one (the same filtered ranking, read further), and a plan asks for
         the ragged budgets of a cohort in increasing order: so one cursor per (cohort,
-        bound) reads the ranking once, however many budgets ask. The cursor keeps the free
-        slots' prefixes apart from the fixed lanes' forced ones (a fixed lane has no free
-        slot), which depend on the budget. A lane's slots come in depth order, so taking
-        (position, depth) sets its free prefix to ``depth``.
+        bound) reads the ranking once, however many budgets ask. A lane's slots come in
+        depth order, so taking (position, depth) sets its free prefix to ``depth`` and its
+        lane value to ``sums[position][depth]``; the cursor keeps both per lane, the count
+        taken (the Σ of the free prefixes) and the deepest slot taken (the widest prefix).
         """
         key = (cohort, bound)
         cursor = self.cursors.get(key)
-        if cursor is None or cursor[1] > left:
-            cursor = self.cursors[key] = [0, 0, [0] * cohort]
-        index, taken, free = cursor
+        if cursor is None or cursor.taken > left:
+            cursor = self.cursors[key] = _Cursor(cohort)
+        taken = cursor.taken
         if taken < left:
+            index, free, values, widest = cursor.index, cursor.free, cursor.values, cursor.widest
+            sums = self.sums
             ranking = self.ranked(lanes)
             end = len(ranking)
             if bound >= MAX_DRAFT and cohort >= self.size:  # every slot qualifies
@@ -473,6 +495,9 @@ class _PlanContext:
                     stop = end
                 for position, depth in ranking[index:stop]:
                     free[position] = depth
+                    values[position] = sums[position][depth]
+                    if depth > widest:
+                        widest = depth
                 taken += stop - index
                 index = stop
             else:
@@ -481,16 +506,29 @@ class _PlanContext:
                     index += 1
                     if position < cohort and depth <= bound:
                         free[position] = depth
+                        values[position] = sums[position][depth]
+                        if depth > widest:
+                            widest = depth
                         taken += 1
                         if taken == left:
                             break
-            cursor[0], cursor[1] = index, taken
-        if self.fixed_positions and self.fixed_positions[0] < cohort:
-            for position, depth in enumerate(free):
-                if depth:
-                    prefixes[position] = depth
-        else:
-            prefixes[:] = free
+            cursor.index, cursor.taken, cursor.widest = index, taken, widest
+        return cursor
+
+
+class _Cursor:
+    """Where one (cohort, bound) stopped reading the ranking: the next index, the free
+    slots taken so far, each lane's free prefix and its lane value (1.0 at prefix 0), and
+    the deepest slot taken."""
+
+    __slots__ = ("free", "index", "taken", "values", "widest")
+
+    def __init__(self, cohort: int) -> None:
+        self.index = 0
+        self.taken = 0
+        self.free = [0] * cohort
+        self.values = [1.0] * cohort  # prefix_sums(curve)[0] is 1.0 for every lane
+        self.widest = 0
 
 
 class OptimizedScheduler(SchedulerCore):
