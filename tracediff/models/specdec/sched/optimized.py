@@ -342,6 +342,7 @@ class _PlanContext:
 
     __slots__ = (
         "allocations",
+        "by_cohort",
         "cursors",
         "curves",
         "fixed_positions",
@@ -365,6 +366,7 @@ class _PlanContext:
         self.fixed_positions = [p for p, lane in enumerate(lanes) if lane.fixed_width >= 0]
         self.ranking: list[tuple[int, int]] | None = None
         self.cursors: dict[tuple[int, int], _Cursor] = {}
+        self.by_cohort: dict[int, list[tuple[int, int]]] = {}
         # bound -> (want per lane, lane value of that want per lane)
         self.per_bound: dict[int, _Wants] = {}
         self.allocations: dict[tuple[int, int, int], Allocation] = {}
@@ -399,6 +401,14 @@ class _PlanContext:
             keys = [-curves[p][d - 1] for p, d in entries]
             self.ranking = [entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
         return self.ranking
+
+    def cohort_ranking(self, cohort: int) -> list[tuple[int, int]]:
+        """The ranking's slots of the first ``cohort`` lanes (one comprehension per cohort,
+        in C; the widest-bound cursors then read it without skipping)."""
+        found = self.by_cohort.get(cohort)
+        if found is None:
+            found = self.by_cohort[cohort] = [e for e in self.ranking or () if e[0] < cohort]
+        return found
 
     def forced(self, cohort: int, bound: int, budget: int) -> tuple[list[int], int]:
         """Prefixes after the fixed lanes took theirs, and the free budget left."""
@@ -489,7 +499,10 @@ class _PlanContext:
             sums = self.sums
             ranking = self.ranked(lanes)
             end = len(ranking)
-            if bound >= MAX_DRAFT and cohort >= self.size:  # every slot qualifies
+            if bound >= MAX_DRAFT:  # every slot of the cohort's lanes qualifies
+                if cohort < self.size:
+                    ranking = self.cohort_ranking(cohort)
+                    end = len(ranking)
                 stop = index + left - taken
                 if stop > end:
                     stop = end
