@@ -7,6 +7,7 @@
 //! once per plan, one ranking of free slots per plan filtered per candidate (a filtered
 //! sorted list is still sorted), pruning only within a candidate's group.
 
+use crate::columns;
 use crate::msgpack::{float_array, int_array, map, str_value, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -259,7 +260,10 @@ fn slot_cmp(a: &Slot, b: &Slot) -> Ordering {
         .then(a.position.cmp(&b.position))
 }
 
+mod optimized;
+
 pub struct Scheduler {
+    optimized: bool, // --optimized: the techniques of sched/optimized.rs
     params: Params,
     specs: HashMap<i64, Spec>,
     requests: Vec<RequestState>, // in arrival order, as the Python dict iterates
@@ -375,6 +379,7 @@ impl Scheduler {
         }
         let free_slots = (0..params.max_lanes).collect();
         Ok(Scheduler {
+            optimized: false,
             params,
             specs,
             requests: Vec::new(),
@@ -807,7 +812,7 @@ impl Scheduler {
                 Value::Int(duration),
                 Value::Float(cost),
             ]);
-            found.push(ProbeRow { position, trials, expected, duration, cost, prefixes });
+            found.push(ProbeRow { position, trials, gain, expected, duration, cost, prefixes });
         }
         (rows, found)
     }
@@ -838,13 +843,20 @@ impl Scheduler {
     }
 
     // -- plan -----------------------------------------------------------------------------
+    /// The optimized algorithm from now on (`tracediff-native --optimized`).
+    pub fn set_optimized(&mut self, optimized: bool) {
+        self.optimized = optimized;
+    }
+
     pub fn plan(&mut self, now: i64) -> Result<Value, Fault> {
+        if self.optimized {
+            return self.plan_optimized(now);
+        }
         self.plan_number += 1;
         let number = self.plan_number;
         let ctx = self.context();
         let prefill = self.prefill_candidate();
-        let eligible = Value::Array(
-            ctx.lanes
+        let eligible: Vec<Value> = ctx.lanes
                 .iter()
                 .zip(&ctx.curves)
                 .map(|(lane, curve)| {
@@ -858,12 +870,11 @@ impl Scheduler {
                         float_array(curve),
                     ])
                 })
-                .collect(),
-        );
+                .collect();
         let credit_before = self.credit;
         let candidates = self.candidates(&ctx, prefill, now);
         if candidates.is_empty() {
-            return Ok(record(number, now, eligible, -1, self.credit, vec![], vec![], -1, vec![], -1, -1, self.credit, Value::Nil, vec![]));
+            return record(number, now, eligible, -1, self.credit, vec![], vec![], -1, vec![], -1, -1, self.credit, Value::Nil, vec![]);
         }
         let pruned = self.prune(&candidates);
         let alive: Vec<&Candidate> = candidates.iter().filter(|c| pruned[c.id as usize].is_none()).collect();
@@ -938,10 +949,41 @@ impl Scheduler {
             }
         }
 
+        let probe_values = probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect();
+        self.finish_plan(
+            number, now, &ctx.lanes, &ctx.sums, eligible, prefill, credit_before, &candidates, &pruned, winner.id,
+            chosen, source, probe_values, probe_index, refresh,
+            (chosen_prefixes, chosen_expected, chosen_duration, chosen_b_pad, chosen_width), prefill_tokens,
+        )
+    }
+
+    /// The round chosen, its lane values, the commit and the record: the end of both plans.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_plan(
+        &mut self,
+        number: i64,
+        now: i64,
+        lanes: &[Lane],
+        sums: &[[f64; MAX_DRAFT + 1]],
+        eligible: Vec<Value>,
+        prefill: Option<usize>,
+        credit_before: f64,
+        candidates: &[Candidate],
+        pruned: &[Option<i64>],
+        winner_id: i64,
+        chosen: &Candidate,
+        source: &str,
+        probe_rows: Vec<Value>,
+        probe_index: i64,
+        refresh: i64,
+        chosen_round: (Vec<i64>, f64, i64, i64, i64),
+        prefill_tokens: i64,
+    ) -> Result<Value, Fault> {
+        let (chosen_prefixes, chosen_expected, chosen_duration, chosen_b_pad, chosen_width) = chosen_round;
         let cohort = chosen.cohort;
         let round_lanes: Vec<SubmittedLane> = (0..cohort)
             .map(|q| {
-                let lane = &ctx.lanes[q];
+                let lane = &lanes[q];
                 SubmittedLane { request: lane.request, slot: lane.slot, prefix: chosen_prefixes[q], alloc: lane.alloc }
             })
             .collect();
@@ -952,9 +994,9 @@ impl Scheduler {
         let progress = now + self.queued_duration() + chosen_duration;
         let lane_values: Vec<Value> = (0..cohort)
             .map(|q| {
-                let value = ctx.sums[q][chosen_prefixes[q] as usize];
+                let value = sums[q][chosen_prefixes[q] as usize];
                 Value::Array(vec![
-                    Value::Int(ctx.lanes[q].request),
+                    Value::Int(lanes[q].request),
                     Value::Float(value),
                     Value::Float(value / chosen_duration as f64 * 1e6),
                     Value::Int(progress),
@@ -994,10 +1036,9 @@ impl Scheduler {
             .enumerate()
             .filter_map(|(i, by)| by.map(|by| int_array(&[i as i64, by])))
             .collect();
-        let winner_id = winner.id;
         let prefill_id = prefill.map(|i| self.requests[i].spec.id).unwrap_or(-1);
         self.commit(round)?;
-        Ok(record(
+        record(
             number,
             now,
             eligible,
@@ -1006,13 +1047,13 @@ impl Scheduler {
             candidate_rows,
             pruned_rows,
             winner_id,
-            probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect(),
+            probe_rows,
             probe_index,
             refresh,
             self.credit,
             round_row,
             lane_values,
-        ))
+        )
     }
 
     // -- the bench message: a prepared state (tracediff.bench's state dict) ---------------
@@ -1086,17 +1127,19 @@ impl Scheduler {
 struct ProbeRow {
     position: usize,
     trials: i64,
+    gain: f64,
     expected: f64,
     duration: i64,
     cost: f64,
     prefixes: Vec<i64>,
 }
 
+/// The plan record in the schema's key order, its wide tables as typed columns.
 #[allow(clippy::too_many_arguments)]
 fn record(
     plan: i64,
     now: i64,
-    eligible: Value,
+    eligible: Vec<Value>,
     prefill: i64,
     credit_before: f64,
     candidates: Vec<Value>,
@@ -1108,22 +1151,22 @@ fn record(
     credit_after: f64,
     round: Value,
     lane_values: Vec<Value>,
-) -> Value {
-    map(vec![
+) -> Result<Value, Fault> {
+    Ok(map(vec![
         ("t", str_value("plan")),
         ("plan", Value::Int(plan)),
         ("now", Value::Int(now)),
-        ("eligible", eligible),
+        ("eligible", columns::table("eligible", columns::ELIGIBLE, &eligible)?),
         ("prefill", Value::Int(prefill)),
         ("credit_before", Value::Float(credit_before)),
-        ("candidates", Value::Array(candidates)),
-        ("pruned", Value::Array(pruned)),
+        ("candidates", columns::table("candidates", columns::CANDIDATES, &candidates)?),
+        ("pruned", columns::table("pruned", columns::PRUNED, &pruned)?),
         ("winner", Value::Int(winner)),
-        ("probes", Value::Array(probes)),
+        ("probes", columns::table("probes", columns::PROBES, &probes)?),
         ("probe", Value::Int(probe)),
         ("refresh", Value::Int(refresh)),
         ("credit_after", Value::Float(credit_after)),
         ("round", round),
-        ("lane_values", Value::Array(lane_values)),
-    ])
+        ("lane_values", columns::table("lane_values", columns::LANE_VALUES, &lane_values)?),
+    ]))
 }
