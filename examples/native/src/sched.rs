@@ -812,7 +812,7 @@ impl Scheduler {
                 Value::Int(duration),
                 Value::Float(cost),
             ]);
-            found.push(ProbeRow { position, trials, gain, expected, duration, cost, prefixes });
+            found.push(ProbeRow { position, trials, expected, duration, cost, prefixes });
         }
         (rows, found)
     }
@@ -874,7 +874,8 @@ impl Scheduler {
         let credit_before = self.credit;
         let candidates = self.candidates(&ctx, prefill, now);
         if candidates.is_empty() {
-            return record(number, now, eligible, -1, self.credit, vec![], vec![], -1, vec![], -1, -1, self.credit, Value::Nil, vec![]);
+            let eligible = columns::table("eligible", columns::ELIGIBLE, &eligible)?;
+            return Ok(empty_record(number, now, eligible, self.credit));
         }
         let pruned = self.prune(&candidates);
         let alive: Vec<&Candidate> = candidates.iter().filter(|c| pruned[c.id as usize].is_none()).collect();
@@ -949,11 +950,32 @@ impl Scheduler {
             }
         }
 
-        let probe_values = probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect();
+        let candidate_rows: Vec<Value> = candidates.iter().map(Candidate::row).collect();
+        let pruned_rows: Vec<Value> = pruned
+            .iter()
+            .enumerate()
+            .filter_map(|(i, by)| by.map(|by| int_array(&[i as i64, by])))
+            .collect();
+        let probe_values: Vec<Value> = probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect();
+        let tables = Tables {
+            eligible: columns::table("eligible", columns::ELIGIBLE, &eligible)?,
+            candidates: columns::table("candidates", columns::CANDIDATES, &candidate_rows)?,
+            pruned: columns::table("pruned", columns::PRUNED, &pruned_rows)?,
+            probes: columns::table("probes", columns::PROBES, &probe_values)?,
+        };
+        let chosen = Chosen {
+            kind: chosen.kind,
+            cohort: chosen.cohort,
+            prefill: chosen.prefill,
+            prefixes: chosen_prefixes,
+            expected: chosen_expected,
+            duration: chosen_duration,
+            b_pad: chosen_b_pad,
+            width: chosen_width,
+        };
         self.finish_plan(
-            number, now, &ctx.lanes, &ctx.sums, eligible, prefill, credit_before, &candidates, &pruned, winner.id,
-            chosen, source, probe_values, probe_index, refresh,
-            (chosen_prefixes, chosen_expected, chosen_duration, chosen_b_pad, chosen_width), prefill_tokens,
+            number, now, &ctx.lanes, &ctx.sums, prefill, credit_before, tables, winner.id, chosen, source,
+            probe_index, refresh, prefill_tokens,
         )
     }
 
@@ -965,22 +987,17 @@ impl Scheduler {
         now: i64,
         lanes: &[Lane],
         sums: &[[f64; MAX_DRAFT + 1]],
-        eligible: Vec<Value>,
         prefill: Option<usize>,
         credit_before: f64,
-        candidates: &[Candidate],
-        pruned: &[Option<i64>],
+        tables: Tables,
         winner_id: i64,
-        chosen: &Candidate,
+        chosen: Chosen,
         source: &str,
-        probe_rows: Vec<Value>,
         probe_index: i64,
         refresh: i64,
-        chosen_round: (Vec<i64>, f64, i64, i64, i64),
         prefill_tokens: i64,
     ) -> Result<Value, Fault> {
-        let (chosen_prefixes, chosen_expected, chosen_duration, chosen_b_pad, chosen_width) = chosen_round;
-        let cohort = chosen.cohort;
+        let Chosen { kind, cohort, prefill: with_prefill, prefixes: chosen_prefixes, expected: chosen_expected, duration: chosen_duration, b_pad: chosen_b_pad, width: chosen_width } = chosen;
         let round_lanes: Vec<SubmittedLane> = (0..cohort)
             .map(|q| {
                 let lane = &lanes[q];
@@ -988,7 +1005,7 @@ impl Scheduler {
             })
             .collect();
         let prefill_request = match prefill {
-            Some(i) if chosen.prefill => self.requests[i].spec.id,
+            Some(i) if with_prefill => self.requests[i].spec.id,
             _ => -1,
         };
         let progress = now + self.queued_duration() + chosen_duration;
@@ -1005,7 +1022,7 @@ impl Scheduler {
             .collect();
         let round = SubmittedRound {
             plan: number,
-            kind: chosen.kind,
+            kind,
             b_pad: chosen_b_pad,
             width: chosen_width,
             lanes: round_lanes,
@@ -1030,30 +1047,25 @@ impl Scheduler {
             Value::Float(chosen_expected),
             Value::Int(round.duration),
         ]);
-        let candidate_rows = candidates.iter().map(Candidate::row).collect();
-        let pruned_rows = pruned
-            .iter()
-            .enumerate()
-            .filter_map(|(i, by)| by.map(|by| int_array(&[i as i64, by])))
-            .collect();
         let prefill_id = prefill.map(|i| self.requests[i].spec.id).unwrap_or(-1);
         self.commit(round)?;
-        record(
+        let lane_values = columns::table("lane_values", columns::LANE_VALUES, &lane_values)?;
+        Ok(record(
             number,
             now,
-            eligible,
+            tables.eligible,
             prefill_id,
             credit_before,
-            candidate_rows,
-            pruned_rows,
+            tables.candidates,
+            tables.pruned,
             winner_id,
-            probe_rows,
+            tables.probes,
             probe_index,
             refresh,
             self.credit,
             round_row,
             lane_values,
-        )
+        ))
     }
 
     // -- the bench message: a prepared state (tracediff.bench's state dict) ---------------
@@ -1127,46 +1139,74 @@ impl Scheduler {
 struct ProbeRow {
     position: usize,
     trials: i64,
-    gain: f64,
     expected: f64,
     duration: i64,
     cost: f64,
     prefixes: Vec<i64>,
 }
 
-/// The plan record in the schema's key order, its wide tables as typed columns.
+/// The wide tables of a plan record other than lane_values, as typed columns.
+struct Tables {
+    eligible: Value,
+    candidates: Value,
+    pruned: Value,
+    probes: Value,
+}
+
+/// The round a plan chose, as the record and the commit need it.
+struct Chosen {
+    kind: i64,
+    cohort: usize,
+    prefill: bool,
+    prefixes: Vec<i64>,
+    expected: f64,
+    duration: i64,
+    b_pad: i64,
+    width: i64,
+}
+
+/// A plan that chooses nothing: no lane eligible and no prefill row waiting.
+fn empty_record(plan: i64, now: i64, eligible: Value, credit: f64) -> Value {
+    let empty = |types: &[columns::Col]| columns::table("", types, &[]).expect("an empty table");
+    record(
+        plan, now, eligible, -1, credit, empty(columns::CANDIDATES), empty(columns::PRUNED), -1,
+        empty(columns::PROBES), -1, -1, credit, Value::Nil, empty(columns::LANE_VALUES),
+    )
+}
+
+/// The plan record in the schema's key order.
 #[allow(clippy::too_many_arguments)]
 fn record(
     plan: i64,
     now: i64,
-    eligible: Vec<Value>,
+    eligible: Value,
     prefill: i64,
     credit_before: f64,
-    candidates: Vec<Value>,
-    pruned: Vec<Value>,
+    candidates: Value,
+    pruned: Value,
     winner: i64,
-    probes: Vec<Value>,
+    probes: Value,
     probe: i64,
     refresh: i64,
     credit_after: f64,
     round: Value,
-    lane_values: Vec<Value>,
-) -> Result<Value, Fault> {
-    Ok(map(vec![
+    lane_values: Value,
+) -> Value {
+    map(vec![
         ("t", str_value("plan")),
         ("plan", Value::Int(plan)),
         ("now", Value::Int(now)),
-        ("eligible", columns::table("eligible", columns::ELIGIBLE, &eligible)?),
+        ("eligible", eligible),
         ("prefill", Value::Int(prefill)),
         ("credit_before", Value::Float(credit_before)),
-        ("candidates", columns::table("candidates", columns::CANDIDATES, &candidates)?),
-        ("pruned", columns::table("pruned", columns::PRUNED, &pruned)?),
+        ("candidates", candidates),
+        ("pruned", pruned),
         ("winner", Value::Int(winner)),
-        ("probes", columns::table("probes", columns::PROBES, &probes)?),
+        ("probes", probes),
         ("probe", Value::Int(probe)),
         ("refresh", Value::Int(refresh)),
         ("credit_after", Value::Float(credit_after)),
         ("round", round),
-        ("lane_values", columns::table("lane_values", columns::LANE_VALUES, &lane_values)?),
-    ]))
+        ("lane_values", lane_values),
+    ])
 }
