@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-from collections import deque
 import os
 import select
 import shlex
@@ -37,6 +36,8 @@ import subprocess
 import threading
 import time
 import weakref
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -49,6 +50,7 @@ from tracediff.models.specdec.protocol import (
     COMPLETE,
     ERROR,
     HELLO,
+    MAX_MESSAGE_BYTES,
     OK,
     PLAN,
     PROTOCOL_VERSIONS,
@@ -56,7 +58,6 @@ from tracediff.models.specdec.protocol import (
     RETIRED,
     SHUTDOWN,
     STATE,
-    MAX_MESSAGE_BYTES,
     ProtocolError,
     frame,
     message_length,
@@ -510,7 +511,7 @@ class ExecFactory:
 class ExternalScheduler:
     """The driver interface over one process (docs/implementations.md, docs/protocol.md)."""
 
-    def __init__(self, process: ExternalProcess, requests: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, process: ExternalProcess, requests: Sequence[dict[str, Any]] = ()) -> None:
         self.process = process
         self.last_plan_ns: int | None = None  # what the implementation measured, if it did
         # the scenario's request specs as sent in the reset: an arrival sends its own

@@ -60,9 +60,7 @@ class _Channel:
             chunk = os.read(self.read_fd, max(65536, size - len(self._buffer)))
             if not chunk:
                 if self._buffer:
-                    raise ProtocolError(
-                        f"stdin ended inside a message ({len(self._buffer)} bytes)"
-                    )
+                    raise ProtocolError(f"stdin ended inside a message ({len(self._buffer)} bytes)")
                 return None
             self._buffer += chunk
         data = bytes(self._buffer[:size])
