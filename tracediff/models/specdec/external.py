@@ -187,6 +187,9 @@ class ExternalProcess:
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self._in = self.popen.stdin.fileno()
         self._out = self.popen.stdout.fileno()
+        # our ends only (the process's ends are other file descriptions): see _send, _read
+        os.set_blocking(self._in, False)
+        os.set_blocking(self._out, False)
         # poll, not select: no FD_SETSIZE limit on the descriptor numbers
         self._writable = select.poll()
         self._writable.register(self._in, select.POLLOUT)
@@ -323,27 +326,38 @@ class ExternalProcess:
         raise ExternalFault(self._with_stderr(f"{self.name} {what}"))
 
     def _send(self, data: bytes, what: str) -> None:
+        # Both pipes are non-blocking: a write takes what the pipe holds, and only a full
+        # pipe costs a poll (which also takes replies already there, so that a process
+        # blocked on a full stdout never waits for us while we wait for it to read).
         view = memoryview(data)
-        deadline = time.monotonic() + _reply_timeout()
-        while view:
+        deadline = 0.0
+        while True:
+            try:
+                view = view[os.write(self._in, view) :]
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                self.fail(self._death(f"before reading {what}"))
+            if not view:
+                return
+            if not deadline:
+                deadline = time.monotonic() + _reply_timeout()
             left = deadline - time.monotonic()
             ready = dict(self._both.poll(max(int(left * 1000), 0)))
             if not ready:
                 self.fail(f"did not read {what} within {_reply_timeout():g} s")
             if ready.get(self._out, 0) & (select.POLLIN | select.POLLHUP):
-                # replies to requests sent ahead: taken now, so that a process blocked on
-                # a full stdout never waits for us while we wait for it to read
-                chunk = os.read(self._out, 65536)
-                if not chunk:
+                chunk = self._read()
+                if chunk is not None and not chunk:
                     self.fail(self._death(f"before reading {what}"))
-                self._buffer += chunk
-            if not ready.get(self._in, 0):
-                continue
-            try:
-                written = os.write(self._in, view)
-            except (BrokenPipeError, ConnectionResetError):
-                self.fail(self._death(f"before reading {what}"))
-            view = view[written:]
+                self._buffer += chunk or b""
+
+    def _read(self, size: int = 65536) -> bytes | None:
+        """What stdout holds (b"" at its end), or None when it holds nothing yet."""
+        try:
+            return os.read(self._out, size)
+        except BlockingIOError:
+            return None
 
     def _receive(self, what: str) -> dict[str, Any]:
         # A reply already read (the replies to a step come in one chunk): no clock, no poll.
@@ -360,7 +374,7 @@ class ExternalProcess:
         return self._wait_for_reply(what)
 
     def _wait_for_reply(self, what: str) -> dict[str, Any]:
-        deadline = time.monotonic() + _reply_timeout()
+        deadline = 0.0  # set on the first wait: a reply already in the pipe needs no clock
         need = 4
         length = -1
         while True:
@@ -377,6 +391,15 @@ class ExternalProcess:
                     return parse(payload)
                 except ProtocolError as exc:
                     self.fail(f"spoke garbage in reply to {what}: {exc}")
+            chunk = self._read(max(65536, need - len(self._buffer)))
+            if chunk:
+                self._buffer += chunk
+                continue
+            if chunk is not None:
+                partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
+                self.fail(self._death(f"before answering {what}{partial}"))
+            if not deadline:
+                deadline = time.monotonic() + _reply_timeout()
             left = deadline - time.monotonic()
             # in slices: a server that exited while a child of its own still holds its stdout
             # never gives an end of file, and is reported as exited, not as a hang
@@ -385,17 +408,11 @@ class ExternalProcess:
                 if self.popen.poll() is not None:
                     partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
                     self.fail(self._death(f"before answering {what}{partial}"))
-                if time.monotonic() < deadline:
-                    continue
-                self.fail(
-                    f"did not answer {what} within {_reply_timeout():g} s (a hang, or a reply "
-                    "still in its stdout buffer: flush after each message)"
-                )
-            chunk = os.read(self._out, max(65536, need - len(self._buffer)))
-            if not chunk:
-                partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
-                self.fail(self._death(f"before answering {what}{partial}"))
-            self._buffer += chunk
+                if time.monotonic() >= deadline:
+                    self.fail(
+                        f"did not answer {what} within {_reply_timeout():g} s (a hang, or a "
+                        "reply still in its stdout buffer: flush after each message)"
+                    )
 
     def _death(self, when: str) -> str:
         try:
