@@ -8,9 +8,38 @@
 //! sorted list is still sorted), pruning only within a candidate's group.
 
 use crate::columns;
-use crate::msgpack::{float_array, int_array, map, str_value, Value};
+use crate::msgpack::{int_array, map, str_value, Value};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A multiply-rotate hasher for the scheduler's small integer keys (request ids, table
+/// shapes): the standard SipHash is built to resist hostile keys, which these are not, and
+/// costs more than the lookups around it. Iteration order is never relied on.
+#[derive(Default)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i64(&mut self, value: i64) {
+        self.write_u64(value as u64);
+    }
+    fn write_usize(&mut self, value: usize) {
+        self.write_u64(value as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 pub const MAX_DRAFT: usize = 7;
 const RECT: i64 = 0;
@@ -204,22 +233,6 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn row(&self) -> Value {
-        Value::Array(vec![
-            Value::Int(self.id),
-            Value::Int(self.kind),
-            Value::Int(self.cohort as i64),
-            Value::Bool(self.prefill),
-            Value::Int(self.bound),
-            Value::Int(self.b_pad),
-            Value::Int(self.width),
-            int_array(&self.prefixes),
-            Value::Float(self.expected),
-            Value::Int(self.duration),
-            Value::Float(self.value),
-            Value::Int(self.budget),
-        ])
-    }
     /// formulas.winner_key: (-value, duration, -cohort, b_pad, width, kind, prefill, id).
     fn key_cmp(&self, other: &Candidate) -> Ordering {
         (-self.value)
@@ -372,7 +385,7 @@ fn py_max_zero(x: f64) -> f64 {
 impl Scheduler {
     pub fn new(scenario: &Value) -> Result<Scheduler, Fault> {
         let params = Params::from_value(field(scenario, "params")?)?;
-        let mut specs = HashMap::new();
+        let mut specs = HashMap::default();
         for r in field(scenario, "requests")?.as_array().ok_or("requests")? {
             let spec = Spec::from_value(r)?;
             specs.insert(spec.id, spec);
@@ -383,9 +396,9 @@ impl Scheduler {
             params,
             specs,
             requests: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             submitted: Vec::new(),
-            table: HashMap::new(),
+            table: HashMap::default(),
             table_order: Vec::new(),
             credit: 0.0,
             plan_number: 0,
@@ -737,7 +750,7 @@ impl Scheduler {
 
     /// candidate id -> id of the first candidate (in id order) of its group dominating it.
     fn prune(&self, candidates: &[Candidate]) -> Vec<Option<i64>> {
-        let mut groups: HashMap<(i64, usize, bool), Vec<usize>> = HashMap::new();
+        let mut groups: HashMap<(i64, usize, bool), Vec<usize>> = HashMap::default();
         for (i, c) in candidates.iter().enumerate() {
             groups.entry(c.group()).or_default().push(i);
         }
@@ -856,25 +869,10 @@ impl Scheduler {
         let number = self.plan_number;
         let ctx = self.context();
         let prefill = self.prefill_candidate();
-        let eligible: Vec<Value> = ctx.lanes
-                .iter()
-                .zip(&ctx.curves)
-                .map(|(lane, curve)| {
-                    Value::Array(vec![
-                        Value::Int(lane.request),
-                        Value::Int(lane.slot),
-                        Value::Int(lane.cap),
-                        Value::Int(lane.fixed_width),
-                        Value::Int(lane.alloc),
-                        Value::Int(self.requests[lane.index].last_served),
-                        float_array(curve),
-                    ])
-                })
-                .collect();
+        let eligible = self.eligible_table(&ctx.lanes, &ctx.curves)?;
         let credit_before = self.credit;
         let candidates = self.candidates(&ctx, prefill, now);
         if candidates.is_empty() {
-            let eligible = columns::table("eligible", columns::ELIGIBLE, &eligible)?;
             return Ok(empty_record(number, now, eligible, self.credit));
         }
         let pruned = self.prune(&candidates);
@@ -950,7 +948,6 @@ impl Scheduler {
             }
         }
 
-        let candidate_rows: Vec<Value> = candidates.iter().map(Candidate::row).collect();
         let pruned_rows: Vec<Value> = pruned
             .iter()
             .enumerate()
@@ -958,8 +955,8 @@ impl Scheduler {
             .collect();
         let probe_values: Vec<Value> = probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect();
         let tables = Tables {
-            eligible: columns::table("eligible", columns::ELIGIBLE, &eligible)?,
-            candidates: columns::table("candidates", columns::CANDIDATES, &candidate_rows)?,
+            eligible,
+            candidates: candidate_table(&candidates)?,
             pruned: columns::table("pruned", columns::PRUNED, &pruned_rows)?,
             probes: columns::table("probes", columns::PROBES, &probe_values)?,
         };
@@ -977,6 +974,21 @@ impl Scheduler {
             number, now, &ctx.lanes, &ctx.sums, prefill, credit_before, tables, winner.id, chosen, source,
             probe_index, refresh, prefill_tokens,
         )
+    }
+
+    /// The eligible table, built column by column.
+    fn eligible_table(&self, lanes: &[Lane], curves: &[[f64; MAX_DRAFT]]) -> Result<Value, Fault> {
+        let mut table = columns::Builder::new(columns::ELIGIBLE, lanes.len());
+        for (lane, curve) in lanes.iter().zip(curves) {
+            table.int(0, lane.request);
+            table.int(1, lane.slot);
+            table.int(2, lane.cap);
+            table.int(3, lane.fixed_width);
+            table.int(4, lane.alloc);
+            table.int(5, self.requests[lane.index].last_served);
+            table.floats(6, curve);
+        }
+        table.finish("eligible")
     }
 
     /// The round chosen, its lane values, the commit and the record: the end of both plans.
@@ -1143,6 +1155,26 @@ struct ProbeRow {
     duration: i64,
     cost: f64,
     prefixes: Vec<i64>,
+}
+
+/// The candidates table, built column by column.
+fn candidate_table(candidates: &[Candidate]) -> Result<Value, Fault> {
+    let mut table = columns::Builder::new(columns::CANDIDATES, candidates.len());
+    for c in candidates {
+        table.int(0, c.id);
+        table.int(1, c.kind);
+        table.int(2, c.cohort as i64);
+        table.int(3, c.prefill as i64);
+        table.int(4, c.bound);
+        table.int(5, c.b_pad);
+        table.int(6, c.width);
+        table.ragged(7, &c.prefixes);
+        table.float(8, c.expected);
+        table.int(9, c.duration);
+        table.float(10, c.value);
+        table.int(11, c.budget);
+    }
+    table.finish("candidates")
 }
 
 /// The wide tables of a plan record other than lane_values, as typed columns.

@@ -202,17 +202,7 @@ impl Scheduler {
             .iter()
             .map(|l| survival_curve(&self.requests[l.index].trials, &self.requests[l.index].accepts, alpha, weight))
             .collect();
-        let mut eligible = Builder::new(columns::ELIGIBLE, lanes.len());
-        for (lane, curve) in lanes.iter().zip(&curves) {
-            eligible.int(0, lane.request);
-            eligible.int(1, lane.slot);
-            eligible.int(2, lane.cap);
-            eligible.int(3, lane.fixed_width);
-            eligible.int(4, lane.alloc);
-            eligible.int(5, self.requests[lane.index].last_served);
-            eligible.floats(6, curve);
-        }
-        let eligible = eligible.finish("eligible")?;
+        let eligible = self.eligible_table(&lanes, &curves)?;
         let credit_before = self.credit;
         if lanes.is_empty() && prefill.is_none() {
             return Ok(empty_record(number, now, eligible, self.credit));
