@@ -129,3 +129,16 @@ def test_an_error_on_a_request_sent_ahead_is_blamed_on_it_as_under_version_1(
     monkeypatch.setattr(external, "PROTOCOL_VERSIONS", (1,))
     external._FACTORIES.clear()  # a fresh process, which hears only version 1
     assert _found(f"bad={MISBEHAVE} complete") == (status, plan, message)
+
+
+def test_a_step_that_cannot_be_written_fails_its_first_call_not_the_announcement() -> None:
+    class _Gone:
+        version = 2
+
+        def post(self, messages: list[dict[str, Any]], ahead: list[Any]) -> None:
+            raise external.ExternalFault("x exited with status 1 before reading the 'plan' request")
+
+    scheduler = external.ExternalScheduler(_Gone())  # type: ignore[arg-type]
+    scheduler.begin_step(5, [], 2)  # the driver's announcement never raises
+    with pytest.raises(external.ExternalFault, match="before reading the 'plan' request"):
+        scheduler.plan(5)  # counted as the plan that failed, as under version 1

@@ -533,6 +533,12 @@ class ExternalScheduler:
         self.last_plan_ns: int | None = None  # what the implementation measured, if it did
         # the scenario's request specs as sent in the reset: an arrival sends its own
         self._specs = {request["id"]: request for request in requests}
+        self._unsent: ExternalFault | None = None  # a step that could not be written
+
+    def _raise_unsent(self) -> None:
+        if self._unsent is not None:
+            fault, self._unsent = self._unsent, None
+            raise fault
 
     def begin_step(self, now: int, events: list[tuple[str, Any]], plans: int) -> None:
         """Version 2: write the step's requests at once (the driver's announcement)."""
@@ -553,17 +559,24 @@ class ExternalScheduler:
             messages.append(message)
             ahead.append(Ahead(PLAN, plans))
         if messages:
-            self.process.post(messages, ahead)
+            try:
+                self.process.post(messages, ahead)
+            except ExternalFault as exc:
+                # raised by the step's first call, whose request could not be written: the
+                # finding's plan number and text are those of version 1
+                self._unsent = exc
 
     def _spec(self, spec: RequestSpec) -> dict[str, Any]:
         sent = self._specs.get(spec.id)
         return sent if sent is not None else _spec_dict(spec)
 
     def arrive(self, spec: RequestSpec, now: int) -> None:
+        self._raise_unsent()
         if self.process.take(ARRIVE, OK) is None:
             self.process.request({"type": ARRIVE, "now": now, "request": self._spec(spec)}, OK)
 
     def plan(self, now: int) -> dict[str, Any]:
+        self._raise_unsent()
         reply = self.process.take(PLAN, PLAN) or self.process.request(
             {"type": PLAN, "now": now}, PLAN
         )
@@ -575,6 +588,7 @@ class ExternalScheduler:
         return record
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        self._raise_unsent()
         reply = self.process.take(COMPLETE, RETIRED) or self.process.request(
             {"type": COMPLETE, "now": now, "event": event}, RETIRED
         )
