@@ -18,11 +18,13 @@ import pytest
 from click.testing import CliRunner
 
 from tracediff.cli import main
+from tracediff.models.specdec import external
 from tracediff.models.specdec.bench import run_bench
 from tracediff.models.specdec.external import ExecFactory, parse_command
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.project.impls import load, parse_impl
+from tracediff.running.record import Recording, drive, instance
 
 ROOT = Path(__file__).resolve().parents[1]
 CRATE = ROOT / "examples" / "native"
@@ -92,6 +94,23 @@ def test_both_native_variants_speak_protocol_version_2_and_refuse_unknown_flags(
         scheduler.process.close()
     done = subprocess.run([str(BINARY), "--bogus"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "usage: tracediff-native [--optimized]" in done.stderr
+
+
+def test_the_native_port_still_speaks_version_1_to_a_harness_that_offers_only_1(
+    native_optimized: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(external, "PROTOCOL_VERSIONS", (1,))
+    scenario = generate(load_profile("quick"), 86)  # queue depth 2
+    scheduler = ExecFactory("native", parse_command(native_optimized.split("=", 1)[1]))(scenario)
+    assert scheduler.process.version == 1
+    digests = []
+    for impl in (scheduler, instance(scenario, parse_impl("reference"))):
+        recording = Recording(drive(scenario, impl))
+        for _ in recording:
+            pass
+        digests.append(recording.hexdigest())
+    assert digests[0] == digests[1]
+    scheduler.process.close()
 
 
 def test_bench_times_the_native_plan_beside_python_and_checks_its_records(native: str) -> None:
