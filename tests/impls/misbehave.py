@@ -1,13 +1,15 @@
 """A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
 
-    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog
+    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog|complete
 
 On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
 (``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
 (``hang``). ``noise`` writes a lot to stderr on every plan and otherwise behaves; ``version``
 answers the hello with a protocol version tracediff does not speak; ``error`` answers the
 plan with the protocol's error message; ``hog`` allocates 4 GB (a MemoryError under
-``--memory-limit``, which the process inherits). Every other scenario is the reference's.
+``--memory-limit``, which the process inherits); ``complete`` raises in the first completion
+after plan ``BAD_AT`` (under protocol version 2 a request sent ahead of others). Every other
+scenario is the reference's.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ class Misbehaving(ReferenceScheduler):
             elif MODE == "hog":
                 self.hoard = bytearray(4 << 30)  # over any --memory-limit the tests give
         return super().plan(now)
+
+    def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        if MODE == "complete" and self.bad and self.plan_number >= BAD_AT:
+            raise RuntimeError(f"misbehave: refusing the completion of round {event['round']}")
+        return super().complete(event, now)
 
 
 class _OldServer(serve.Server):

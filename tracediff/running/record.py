@@ -71,6 +71,10 @@ class TimedScheduler:
                 setattr(self, name, self._forward(name))
         setattr(self, model.decide, self._decide)
         self._decision = getattr(inner, model.decide)
+        if callable(getattr(inner, "begin_step", None)):
+            # the driver's optional announcement of a step's calls (an implementation in
+            # another process writes them at once): forwarded, or it would never be seen
+            self.begin_step = self._forward("begin_step")
 
     def _forward(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -4,6 +4,7 @@
 //!
 //!     tracediff run --impl reference --impl 'exec:examples/native/target/release/tracediff-native'
 
+mod columns;
 mod msgpack;
 mod sched;
 
@@ -13,7 +14,10 @@ use std::io::{self, Read, Write};
 use std::time::Instant;
 
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
-const VERSION: i64 = 1;
+/// The protocol versions this port speaks, newest first. Version 2: the harness writes a
+/// step's requests at once and a `plan` may carry a `count` (answered by up to that many
+/// `plan` replies); replies are flushed when no request is left to read.
+const VERSIONS: [i64; 2] = [2, 1];
 
 fn read_message(input: &mut impl Read) -> Result<Option<Value>, String> {
     let mut prefix = [0u8; 4];
@@ -35,8 +39,7 @@ fn write_message(output: &mut impl Write, message: &Value) -> io::Result<()> {
     let mut payload = Vec::with_capacity(4096);
     msgpack::encode(message, &mut payload);
     output.write_all(&(payload.len() as u32).to_be_bytes())?;
-    output.write_all(&payload)?;
-    output.flush()
+    output.write_all(&payload)
 }
 
 fn error(text: String) -> Value {
@@ -69,6 +72,8 @@ fn thread_cpu_ns() -> i64 {
 struct Session {
     scenario: Option<Value>,
     scheduler: Option<Scheduler>,
+    version: i64,
+    optimized: bool, // --optimized: sched/optimized.rs instead of the reference
 }
 
 impl Session {
@@ -78,19 +83,19 @@ impl Session {
         match kind {
             "hello" => {
                 let offered = message.get("versions").and_then(Value::as_array).unwrap_or(&[]);
-                if !offered.iter().any(|v| v.as_i64() == Some(VERSION)) {
-                    return Err(format!("no common protocol version: this port speaks {}", VERSION));
-                }
+                let common = VERSIONS.iter().find(|v| offered.iter().any(|o| o.as_i64() == Some(**v)));
+                let version = *common.ok_or_else(|| format!("no common protocol version: this port speaks {:?}", VERSIONS))?;
+                self.version = version;
                 Ok(map(vec![
                     ("type", str_value("hello")),
-                    ("version", Value::Int(VERSION)),
-                    ("name", str_value("tracediff-native (Rust)")),
+                    ("version", Value::Int(version)),
+                    ("name", str_value(if self.optimized { "tracediff-native --optimized (Rust)" } else { "tracediff-native (Rust)" })),
                     ("capabilities", Value::Array(vec![str_value("bench")])),
                 ]))
             }
             "reset" => {
                 let scenario = message.get("scenario").ok_or("reset without a scenario")?;
-                self.scheduler = Some(Scheduler::new(scenario)?);
+                self.scheduler = Some(self.fresh(scenario)?);
                 self.scenario = Some(scenario.clone());
                 Ok(ok())
             }
@@ -115,7 +120,7 @@ impl Session {
             "bench" => {
                 let now = now()?;
                 let scenario = self.scenario.as_ref().ok_or("bench before any reset")?;
-                let mut instance = Scheduler::new(scenario)?;
+                let mut instance = self.fresh(scenario)?;
                 instance.load_state(message.get("state").ok_or("bench without a state")?)?;
                 let cpu = thread_cpu_ns();
                 let start = Instant::now();
@@ -133,17 +138,55 @@ impl Session {
         }
     }
 
+    fn fresh(&self, scenario: &Value) -> Result<Scheduler, String> {
+        let mut scheduler = Scheduler::new(scenario)?;
+        scheduler.set_optimized(self.optimized);
+        Ok(scheduler)
+    }
+
     fn current(&mut self) -> Result<&mut Scheduler, String> {
         self.scheduler.as_mut().ok_or_else(|| "a request before any reset".to_string())
     }
 }
 
+/// How many plans a `plan` message asks for (version 2's `count`; 1 otherwise).
+fn plan_count(message: &Value, version: i64) -> i64 {
+    if version < 2 || message.get("type").and_then(Value::as_str) != Some("plan") {
+        return 1;
+    }
+    message.get("count").and_then(Value::as_i64).filter(|&n| n >= 1).unwrap_or(1)
+}
+
+/// Whether a reply ends a plan count: anything but a plan whose round was chosen.
+fn ends_count(reply: &Value) -> bool {
+    reply.get("type").and_then(Value::as_str) != Some("plan")
+        || matches!(reply.get("record").and_then(|r| r.get("round")), None | Some(Value::Nil))
+}
+
+const USAGE: &str = "usage: tracediff-native [--optimized]\n\
+    Speaks tracediff's stdio protocol on stdin/stdout (docs/protocol.md).\n\
+    --optimized  the optimized scheduler (docs/optimized.md) instead of the reference";
+
 fn main() {
+    let mut optimized = false;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--optimized" => optimized = true,
+            "-h" | "--help" => {
+                println!("{}", USAGE);
+                return;
+            }
+            other => {
+                eprintln!("tracediff-native: unknown argument {:?}\n{}", other, USAGE);
+                std::process::exit(2);
+            }
+        }
+    }
     let stdin = io::stdin();
     let stdout = io::stdout();
-    let mut input = io::BufReader::new(stdin.lock());
-    let mut output = io::BufWriter::new(stdout.lock());
-    let mut session = Session { scenario: None, scheduler: None };
+    let mut input = io::BufReader::with_capacity(1 << 16, stdin.lock());
+    let mut output = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut session = Session { scenario: None, scheduler: None, version: 1, optimized };
     loop {
         let message = match read_message(&mut input) {
             Ok(Some(message)) => message,
@@ -156,16 +199,26 @@ fn main() {
         if message.get("type").and_then(Value::as_str) == Some("shutdown") {
             return;
         }
-        let reply = match session.handle(&message) {
-            Ok(reply) => reply,
-            Err(text) => {
-                // The scheduler's state is unknown after a failed request: the next
-                // scenario starts with a reset.
-                session.scheduler = None;
-                error(text)
+        for _ in 0..plan_count(&message, session.version) {
+            let reply = match session.handle(&message) {
+                Ok(reply) => reply,
+                Err(text) => {
+                    // The scheduler's state is unknown after a failed request: the next
+                    // scenario starts with a reset.
+                    session.scheduler = None;
+                    error(text)
+                }
+            };
+            if write_message(&mut output, &reply).is_err() {
+                return;
             }
-        };
-        if write_message(&mut output, &reply).is_err() {
+            if ends_count(&reply) {
+                break;
+            }
+        }
+        // Flushed once the requests written at once are all answered: one wake-up of the
+        // harness per step. The harness never waits for a reply it has not asked for.
+        if input.buffer().is_empty() && output.flush().is_err() {
             return;
         }
     }

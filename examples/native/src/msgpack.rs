@@ -86,10 +86,6 @@ pub fn int_array(items: &[i64]) -> Value {
     Value::Array(items.iter().map(|&i| Value::Int(i)).collect())
 }
 
-pub fn float_array(items: &[f64]) -> Value {
-    Value::Array(items.iter().map(|&x| Value::Float(x)).collect())
-}
-
 // -- encoding ---------------------------------------------------------------------------
 pub fn encode(value: &Value, out: &mut Vec<u8>) {
     match value {

@@ -7,9 +7,39 @@
 //! once per plan, one ranking of free slots per plan filtered per candidate (a filtered
 //! sorted list is still sorted), pruning only within a candidate's group.
 
-use crate::msgpack::{float_array, int_array, map, str_value, Value};
+use crate::columns;
+use crate::msgpack::{int_array, map, str_value, Value};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A multiply-rotate hasher for the scheduler's small integer keys (request ids, table
+/// shapes): the standard SipHash is built to resist hostile keys, which these are not, and
+/// costs more than the lookups around it. Iteration order is never relied on.
+#[derive(Default)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i64(&mut self, value: i64) {
+        self.write_u64(value as u64);
+    }
+    fn write_usize(&mut self, value: usize) {
+        self.write_u64(value as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 pub const MAX_DRAFT: usize = 7;
 const RECT: i64 = 0;
@@ -203,22 +233,6 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn row(&self) -> Value {
-        Value::Array(vec![
-            Value::Int(self.id),
-            Value::Int(self.kind),
-            Value::Int(self.cohort as i64),
-            Value::Bool(self.prefill),
-            Value::Int(self.bound),
-            Value::Int(self.b_pad),
-            Value::Int(self.width),
-            int_array(&self.prefixes),
-            Value::Float(self.expected),
-            Value::Int(self.duration),
-            Value::Float(self.value),
-            Value::Int(self.budget),
-        ])
-    }
     /// formulas.winner_key: (-value, duration, -cohort, b_pad, width, kind, prefill, id).
     fn key_cmp(&self, other: &Candidate) -> Ordering {
         (-self.value)
@@ -259,7 +273,10 @@ fn slot_cmp(a: &Slot, b: &Slot) -> Ordering {
         .then(a.position.cmp(&b.position))
 }
 
+mod optimized;
+
 pub struct Scheduler {
+    optimized: bool, // --optimized: the techniques of sched/optimized.rs
     params: Params,
     specs: HashMap<i64, Spec>,
     requests: Vec<RequestState>, // in arrival order, as the Python dict iterates
@@ -368,19 +385,20 @@ fn py_max_zero(x: f64) -> f64 {
 impl Scheduler {
     pub fn new(scenario: &Value) -> Result<Scheduler, Fault> {
         let params = Params::from_value(field(scenario, "params")?)?;
-        let mut specs = HashMap::new();
+        let mut specs = HashMap::default();
         for r in field(scenario, "requests")?.as_array().ok_or("requests")? {
             let spec = Spec::from_value(r)?;
             specs.insert(spec.id, spec);
         }
         let free_slots = (0..params.max_lanes).collect();
         Ok(Scheduler {
+            optimized: false,
             params,
             specs,
             requests: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             submitted: Vec::new(),
-            table: HashMap::new(),
+            table: HashMap::default(),
             table_order: Vec::new(),
             credit: 0.0,
             plan_number: 0,
@@ -732,7 +750,7 @@ impl Scheduler {
 
     /// candidate id -> id of the first candidate (in id order) of its group dominating it.
     fn prune(&self, candidates: &[Candidate]) -> Vec<Option<i64>> {
-        let mut groups: HashMap<(i64, usize, bool), Vec<usize>> = HashMap::new();
+        let mut groups: HashMap<(i64, usize, bool), Vec<usize>> = HashMap::default();
         for (i, c) in candidates.iter().enumerate() {
             groups.entry(c.group()).or_default().push(i);
         }
@@ -838,32 +856,24 @@ impl Scheduler {
     }
 
     // -- plan -----------------------------------------------------------------------------
+    /// The optimized algorithm from now on (`tracediff-native --optimized`).
+    pub fn set_optimized(&mut self, optimized: bool) {
+        self.optimized = optimized;
+    }
+
     pub fn plan(&mut self, now: i64) -> Result<Value, Fault> {
+        if self.optimized {
+            return self.plan_optimized(now);
+        }
         self.plan_number += 1;
         let number = self.plan_number;
         let ctx = self.context();
         let prefill = self.prefill_candidate();
-        let eligible = Value::Array(
-            ctx.lanes
-                .iter()
-                .zip(&ctx.curves)
-                .map(|(lane, curve)| {
-                    Value::Array(vec![
-                        Value::Int(lane.request),
-                        Value::Int(lane.slot),
-                        Value::Int(lane.cap),
-                        Value::Int(lane.fixed_width),
-                        Value::Int(lane.alloc),
-                        Value::Int(self.requests[lane.index].last_served),
-                        float_array(curve),
-                    ])
-                })
-                .collect(),
-        );
+        let eligible = self.eligible_table(&ctx.lanes, &ctx.curves)?;
         let credit_before = self.credit;
         let candidates = self.candidates(&ctx, prefill, now);
         if candidates.is_empty() {
-            return Ok(record(number, now, eligible, -1, self.credit, vec![], vec![], -1, vec![], -1, -1, self.credit, Value::Nil, vec![]));
+            return Ok(empty_record(number, now, eligible, self.credit));
         }
         let pruned = self.prune(&candidates);
         let alive: Vec<&Candidate> = candidates.iter().filter(|c| pruned[c.id as usize].is_none()).collect();
@@ -938,23 +948,84 @@ impl Scheduler {
             }
         }
 
-        let cohort = chosen.cohort;
+        let pruned_rows: Vec<Value> = pruned
+            .iter()
+            .enumerate()
+            .filter_map(|(i, by)| by.map(|by| int_array(&[i as i64, by])))
+            .collect();
+        let probe_values: Vec<Value> = probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect();
+        let tables = Tables {
+            eligible,
+            candidates: candidate_table(&candidates)?,
+            pruned: columns::table("pruned", columns::PRUNED, &pruned_rows)?,
+            probes: columns::table("probes", columns::PROBES, &probe_values)?,
+        };
+        let chosen = Chosen {
+            kind: chosen.kind,
+            cohort: chosen.cohort,
+            prefill: chosen.prefill,
+            prefixes: chosen_prefixes,
+            expected: chosen_expected,
+            duration: chosen_duration,
+            b_pad: chosen_b_pad,
+            width: chosen_width,
+        };
+        self.finish_plan(
+            number, now, &ctx.lanes, &ctx.sums, prefill, credit_before, tables, winner.id, chosen, source,
+            probe_index, refresh, prefill_tokens,
+        )
+    }
+
+    /// The eligible table, built column by column.
+    fn eligible_table(&self, lanes: &[Lane], curves: &[[f64; MAX_DRAFT]]) -> Result<Value, Fault> {
+        let mut table = columns::Builder::new(columns::ELIGIBLE, lanes.len());
+        for (lane, curve) in lanes.iter().zip(curves) {
+            table.int(0, lane.request);
+            table.int(1, lane.slot);
+            table.int(2, lane.cap);
+            table.int(3, lane.fixed_width);
+            table.int(4, lane.alloc);
+            table.int(5, self.requests[lane.index].last_served);
+            table.floats(6, curve);
+        }
+        table.finish("eligible")
+    }
+
+    /// The round chosen, its lane values, the commit and the record: the end of both plans.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_plan(
+        &mut self,
+        number: i64,
+        now: i64,
+        lanes: &[Lane],
+        sums: &[[f64; MAX_DRAFT + 1]],
+        prefill: Option<usize>,
+        credit_before: f64,
+        tables: Tables,
+        winner_id: i64,
+        chosen: Chosen,
+        source: &str,
+        probe_index: i64,
+        refresh: i64,
+        prefill_tokens: i64,
+    ) -> Result<Value, Fault> {
+        let Chosen { kind, cohort, prefill: with_prefill, prefixes: chosen_prefixes, expected: chosen_expected, duration: chosen_duration, b_pad: chosen_b_pad, width: chosen_width } = chosen;
         let round_lanes: Vec<SubmittedLane> = (0..cohort)
             .map(|q| {
-                let lane = &ctx.lanes[q];
+                let lane = &lanes[q];
                 SubmittedLane { request: lane.request, slot: lane.slot, prefix: chosen_prefixes[q], alloc: lane.alloc }
             })
             .collect();
         let prefill_request = match prefill {
-            Some(i) if chosen.prefill => self.requests[i].spec.id,
+            Some(i) if with_prefill => self.requests[i].spec.id,
             _ => -1,
         };
         let progress = now + self.queued_duration() + chosen_duration;
         let lane_values: Vec<Value> = (0..cohort)
             .map(|q| {
-                let value = ctx.sums[q][chosen_prefixes[q] as usize];
+                let value = sums[q][chosen_prefixes[q] as usize];
                 Value::Array(vec![
-                    Value::Int(ctx.lanes[q].request),
+                    Value::Int(lanes[q].request),
                     Value::Float(value),
                     Value::Float(value / chosen_duration as f64 * 1e6),
                     Value::Int(progress),
@@ -963,7 +1034,7 @@ impl Scheduler {
             .collect();
         let round = SubmittedRound {
             plan: number,
-            kind: chosen.kind,
+            kind,
             b_pad: chosen_b_pad,
             width: chosen_width,
             lanes: round_lanes,
@@ -988,25 +1059,19 @@ impl Scheduler {
             Value::Float(chosen_expected),
             Value::Int(round.duration),
         ]);
-        let candidate_rows = candidates.iter().map(Candidate::row).collect();
-        let pruned_rows = pruned
-            .iter()
-            .enumerate()
-            .filter_map(|(i, by)| by.map(|by| int_array(&[i as i64, by])))
-            .collect();
-        let winner_id = winner.id;
         let prefill_id = prefill.map(|i| self.requests[i].spec.id).unwrap_or(-1);
         self.commit(round)?;
+        let lane_values = columns::table("lane_values", columns::LANE_VALUES, &lane_values)?;
         Ok(record(
             number,
             now,
-            eligible,
+            tables.eligible,
             prefill_id,
             credit_before,
-            candidate_rows,
-            pruned_rows,
+            tables.candidates,
+            tables.pruned,
             winner_id,
-            probe_rows.into_iter().map(|r| Value::Array(r.to_vec())).collect(),
+            tables.probes,
             probe_index,
             refresh,
             self.credit,
@@ -1092,6 +1157,56 @@ struct ProbeRow {
     prefixes: Vec<i64>,
 }
 
+/// The candidates table, built column by column.
+fn candidate_table(candidates: &[Candidate]) -> Result<Value, Fault> {
+    let mut table = columns::Builder::new(columns::CANDIDATES, candidates.len());
+    for c in candidates {
+        table.int(0, c.id);
+        table.int(1, c.kind);
+        table.int(2, c.cohort as i64);
+        table.int(3, c.prefill as i64);
+        table.int(4, c.bound);
+        table.int(5, c.b_pad);
+        table.int(6, c.width);
+        table.ragged(7, &c.prefixes);
+        table.float(8, c.expected);
+        table.int(9, c.duration);
+        table.float(10, c.value);
+        table.int(11, c.budget);
+    }
+    table.finish("candidates")
+}
+
+/// The wide tables of a plan record other than lane_values, as typed columns.
+struct Tables {
+    eligible: Value,
+    candidates: Value,
+    pruned: Value,
+    probes: Value,
+}
+
+/// The round a plan chose, as the record and the commit need it.
+struct Chosen {
+    kind: i64,
+    cohort: usize,
+    prefill: bool,
+    prefixes: Vec<i64>,
+    expected: f64,
+    duration: i64,
+    b_pad: i64,
+    width: i64,
+}
+
+/// A plan that chooses nothing: no lane eligible and no prefill row waiting.
+fn empty_record(plan: i64, now: i64, eligible: Value, credit: f64) -> Value {
+    let empty = |types: &[columns::Col]| columns::table("", types, &[]).expect("an empty table");
+    record(
+        plan, now, eligible, -1, credit, empty(columns::CANDIDATES), empty(columns::PRUNED), -1,
+        empty(columns::PROBES), -1, -1, credit, Value::Nil, empty(columns::LANE_VALUES),
+    )
+}
+
+/// The plan record in the schema's key order.
 #[allow(clippy::too_many_arguments)]
 fn record(
     plan: i64,
@@ -1099,15 +1214,15 @@ fn record(
     eligible: Value,
     prefill: i64,
     credit_before: f64,
-    candidates: Vec<Value>,
-    pruned: Vec<Value>,
+    candidates: Value,
+    pruned: Value,
     winner: i64,
-    probes: Vec<Value>,
+    probes: Value,
     probe: i64,
     refresh: i64,
     credit_after: f64,
     round: Value,
-    lane_values: Vec<Value>,
+    lane_values: Value,
 ) -> Value {
     map(vec![
         ("t", str_value("plan")),
@@ -1116,14 +1231,14 @@ fn record(
         ("eligible", eligible),
         ("prefill", Value::Int(prefill)),
         ("credit_before", Value::Float(credit_before)),
-        ("candidates", Value::Array(candidates)),
-        ("pruned", Value::Array(pruned)),
+        ("candidates", candidates),
+        ("pruned", pruned),
         ("winner", Value::Int(winner)),
-        ("probes", Value::Array(probes)),
+        ("probes", probes),
         ("probe", Value::Int(probe)),
         ("refresh", Value::Int(refresh)),
         ("credit_after", Value::Float(credit_after)),
         ("round", round),
-        ("lane_values", Value::Array(lane_values)),
+        ("lane_values", lane_values),
     ])
 }

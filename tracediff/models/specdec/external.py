@@ -4,8 +4,12 @@ The command speaks the stdio protocol of docs/protocol.md (framing in
 :mod:`tracediff.models.specdec.protocol`). :class:`ExecFactory` is what ``impls.load`` returns for
 such a
 spec: like a scheduler class it is called once per scenario, and it hands back an
-:class:`ExternalScheduler` with the driver interface whose every call is one request and
-one reply on the pipes.
+:class:`ExternalScheduler` with the driver interface. Under protocol version 1 every call is
+one request and one reply on the pipes. Under version 2 the driver announces each step
+(``begin_step``) and the adapter writes the step's requests at once, ``plan`` with a
+``count``; the calls then read their replies one by one, so every reply, error and
+failure is still pinned to its own request, and the process is woken once per step
+instead of once per call.
 
 Processes: one per worker process and concurrent use, started on first need and reused
 across scenarios with a ``reset`` (a scenario ends when its adapter is garbage collected,
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import select
 import shlex
@@ -31,6 +36,9 @@ import subprocess
 import threading
 import time
 import weakref
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from tracediff import __version__
@@ -42,6 +50,7 @@ from tracediff.models.specdec.protocol import (
     COMPLETE,
     ERROR,
     HELLO,
+    MAX_MESSAGE_BYTES,
     OK,
     PLAN,
     PROTOCOL_VERSIONS,
@@ -137,6 +146,20 @@ class _StderrTail:
         return f"{head}\n{body}"
 
 
+@dataclass
+class Ahead:
+    """The replies still due to one request sent ahead: ``left`` of them (a ``plan`` with a
+    ``count`` has that many at most; it ends early after a plan that chooses nothing)."""
+
+    request: str
+    left: int = 1
+
+
+def _chose_nothing(reply: dict[str, Any]) -> bool:
+    record = reply.get("record")
+    return not isinstance(record, dict) or record.get("round") is None
+
+
 class ExternalProcess:
     """One running implementation process and its pipes."""
 
@@ -148,6 +171,7 @@ class ExternalProcess:
         self.capabilities: frozenset[str] = frozenset()
         self.version = 0
         self._buffer = bytearray()
+        self._ahead: deque[Ahead] = deque()  # replies due to requests sent ahead, in order
         try:
             self.popen = subprocess.Popen(
                 argv,
@@ -163,22 +187,29 @@ class ExternalProcess:
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self._in = self.popen.stdin.fileno()
         self._out = self.popen.stdout.fileno()
+        # our ends only (the process's ends are other file descriptions): see _send, _read
+        os.set_blocking(self._in, False)
+        os.set_blocking(self._out, False)
         # poll, not select: no FD_SETSIZE limit on the descriptor numbers
         self._writable = select.poll()
         self._writable.register(self._in, select.POLLOUT)
         self._readable = select.poll()
         self._readable.register(self._out, select.POLLIN)
+        self._both = select.poll()
+        self._both.register(self._in, select.POLLOUT)
+        self._both.register(self._out, select.POLLIN)
         self.stderr = _StderrTail(self.popen.stderr)
         _LIVE.add(self)
+        offered = sorted(PROTOCOL_VERSIONS, reverse=True)
         hello = self.request(
-            {"type": HELLO, "versions": list(PROTOCOL_VERSIONS), "tracediff": __version__},
+            {"type": HELLO, "versions": offered, "tracediff": __version__},
             HELLO,
         )
         version = hello.get("version")
         if version not in PROTOCOL_VERSIONS:
             self.fail(
                 f"speaks protocol version {version!r}; this tracediff speaks "
-                f"{list(PROTOCOL_VERSIONS)} (see docs/protocol.md)"
+                f"{offered} (see docs/protocol.md)"
             )
         self.version = int(version or 0)
         caps = hello.get("capabilities", [])
@@ -201,11 +232,80 @@ class ExternalProcess:
         ExternalFault and kills the process; an ``error`` reply raises ExternalFault with the
         implementation's text and leaves the process for the next ``reset``. Whatever
         interrupts the wait (the scenario's time limit, Ctrl-C) kills it too: its state is
-        unknown from then on.
+        unknown from then on. Replies still due to requests sent ahead are read and dropped
+        first.
         """
+        if self._ahead:
+            self.settle(quiet=False)
         what = f"the {message['type']!r} request"
         try:
             self._send(frame(message), what)
+        except BaseException:
+            self.kill()
+            raise
+        return self._answer(what, expect)
+
+    # -- requests sent ahead (version 2) ------------------------------------------------
+    def post(self, messages: list[dict[str, Any]], ahead: list[Ahead]) -> None:
+        """Write ``messages`` at once; their replies are read later by :meth:`take`, in
+        order (``ahead`` says, per message, what its replies will be)."""
+        what = f"the {messages[0]['type']!r} request"
+        if self._ahead:
+            self.settle(quiet=False)
+        try:
+            self._send(b"".join(map(frame, messages)), what)
+        except BaseException:
+            self.kill()
+            raise
+        self._ahead.extend(ahead)
+
+    def take(self, request: str, expect: str) -> dict[str, Any] | None:
+        """The next reply to a request sent ahead, if that request is of type ``request``;
+        None when nothing of that type was sent ahead (then the caller sends it itself). A
+        ``plan`` reply whose record chooses no round ends its ``count``: no more follow."""
+        if not self._ahead or self._ahead[0].request != request:
+            if self._ahead:
+                self.settle(quiet=False)  # calls that were not announced: start afresh
+            return None
+        head = self._ahead[0]
+        head.left -= 1
+        if head.left <= 0:
+            self._ahead.popleft()
+        try:
+            reply = self._answer(f"the {request!r} request", expect)
+        except ExternalFault:
+            if head.left > 0:  # an error in place of a plan ends its count too
+                self._ahead.popleft()
+            raise
+        if head.left > 0 and _chose_nothing(reply):
+            self._ahead.popleft()
+        return reply
+
+    def settle(self, *, quiet: bool = True) -> bool:
+        """Read and drop the replies still due (a scenario stopped part-way through a step):
+        True when the process is ready for its next request. ``quiet``: a failure kills it
+        and answers False instead of raising."""
+        try:
+            while self._ahead:
+                head = self._ahead[0]
+                head.left -= 1
+                if head.left <= 0:
+                    self._ahead.popleft()
+                what = f"the {head.request!r} request"
+                reply = self._receive(what)
+                if head.left > 0 and (reply["type"] != PLAN or _chose_nothing(reply)):
+                    self._ahead.popleft()
+        except ExternalFault:
+            if not quiet:
+                raise
+            return False
+        except BaseException:
+            self.kill()
+            raise
+        return True
+
+    def _answer(self, what: str, expect: str) -> dict[str, Any]:
+        try:
             reply = self._receive(what)
         except BaseException:
             self.kill()
@@ -226,20 +326,55 @@ class ExternalProcess:
         raise ExternalFault(self._with_stderr(f"{self.name} {what}"))
 
     def _send(self, data: bytes, what: str) -> None:
+        # Both pipes are non-blocking: a write takes what the pipe holds, and only a full
+        # pipe costs a poll (which also takes replies already there, so that a process
+        # blocked on a full stdout never waits for us while we wait for it to read).
         view = memoryview(data)
-        deadline = time.monotonic() + _reply_timeout()
-        while view:
-            left = deadline - time.monotonic()
-            if not self._writable.poll(max(int(left * 1000), 0)):
-                self.fail(f"did not read {what} within {_reply_timeout():g} s")
+        deadline = 0.0
+        while True:
             try:
-                written = os.write(self._in, view)
+                view = view[os.write(self._in, view) :]
+            except BlockingIOError:
+                pass
             except (BrokenPipeError, ConnectionResetError):
                 self.fail(self._death(f"before reading {what}"))
-            view = view[written:]
+            if not view:
+                return
+            if not deadline:
+                deadline = time.monotonic() + _reply_timeout()
+            left = deadline - time.monotonic()
+            ready = dict(self._both.poll(max(int(left * 1000), 0)))
+            if not ready:
+                self.fail(f"did not read {what} within {_reply_timeout():g} s")
+            if ready.get(self._out, 0) & (select.POLLIN | select.POLLHUP):
+                chunk = self._read()
+                if chunk is not None and not chunk:
+                    self.fail(self._death(f"before reading {what}"))
+                self._buffer += chunk or b""
+
+    def _read(self, size: int = 65536) -> bytes | None:
+        """What stdout holds (b"" at its end), or None when it holds nothing yet."""
+        try:
+            return os.read(self._out, size)
+        except BlockingIOError:
+            return None
 
     def _receive(self, what: str) -> dict[str, Any]:
-        deadline = time.monotonic() + _reply_timeout()
+        # A reply already read (the replies to a step come in one chunk): no clock, no poll.
+        buffer = self._buffer
+        if len(buffer) >= 4:
+            need = 4 + int.from_bytes(buffer[:4], "big")
+            if need - 4 <= MAX_MESSAGE_BYTES and len(buffer) >= need:
+                payload = bytes(buffer[4:need])
+                del buffer[:need]
+                try:
+                    return parse(payload)
+                except ProtocolError as exc:
+                    self.fail(f"spoke garbage in reply to {what}: {exc}")
+        return self._wait_for_reply(what)
+
+    def _wait_for_reply(self, what: str) -> dict[str, Any]:
+        deadline = 0.0  # set on the first wait: a reply already in the pipe needs no clock
         need = 4
         length = -1
         while True:
@@ -256,6 +391,15 @@ class ExternalProcess:
                     return parse(payload)
                 except ProtocolError as exc:
                     self.fail(f"spoke garbage in reply to {what}: {exc}")
+            chunk = self._read(max(65536, need - len(self._buffer)))
+            if chunk:
+                self._buffer += chunk
+                continue
+            if chunk is not None:
+                partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
+                self.fail(self._death(f"before answering {what}{partial}"))
+            if not deadline:
+                deadline = time.monotonic() + _reply_timeout()
             left = deadline - time.monotonic()
             # in slices: a server that exited while a child of its own still holds its stdout
             # never gives an end of file, and is reported as exited, not as a hang
@@ -264,17 +408,11 @@ class ExternalProcess:
                 if self.popen.poll() is not None:
                     partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
                     self.fail(self._death(f"before answering {what}{partial}"))
-                if time.monotonic() < deadline:
-                    continue
-                self.fail(
-                    f"did not answer {what} within {_reply_timeout():g} s (a hang, or a reply "
-                    "still in its stdout buffer: flush after each message)"
-                )
-            chunk = os.read(self._out, max(65536, need - len(self._buffer)))
-            if not chunk:
-                partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
-                self.fail(self._death(f"before answering {what}{partial}"))
-            self._buffer += chunk
+                if time.monotonic() >= deadline:
+                    self.fail(
+                        f"did not answer {what} within {_reply_timeout():g} s (a hang, or a "
+                        "reply still in its stdout buffer: flush after each message)"
+                    )
 
     def _death(self, when: str) -> str:
         try:
@@ -353,8 +491,9 @@ class ExecFactory:
 
     def __call__(self, scenario: Scenario) -> ExternalScheduler:
         process = self._take()
-        process.request({"type": RESET, "scenario": scenario.to_dict()}, OK)
-        scheduler = ExternalScheduler(process)
+        payload = reset_payload(scenario)
+        process.request({"type": RESET, "scenario": payload}, OK)
+        scheduler = ExternalScheduler(process, payload["requests"])
         weakref.finalize(scheduler, self._give_back, process)
         return scheduler
 
@@ -376,7 +515,7 @@ class ExecFactory:
             self._pid, self._idle = os.getpid(), []
         while self._idle:
             process = self._idle.pop()
-            if process.alive:
+            if process.alive and process.settle():
                 return process
             process.kill()
         return ExternalProcess(self.name, self.argv)
@@ -389,15 +528,58 @@ class ExecFactory:
 class ExternalScheduler:
     """The driver interface over one process (docs/implementations.md, docs/protocol.md)."""
 
-    def __init__(self, process: ExternalProcess) -> None:
+    def __init__(self, process: ExternalProcess, requests: Sequence[dict[str, Any]] = ()) -> None:
         self.process = process
         self.last_plan_ns: int | None = None  # what the implementation measured, if it did
+        # the scenario's request specs as sent in the reset: an arrival sends its own
+        self._specs = {request["id"]: request for request in requests}
+        self._unsent: ExternalFault | None = None  # a step that could not be written
+
+    def _raise_unsent(self) -> None:
+        if self._unsent is not None:
+            fault, self._unsent = self._unsent, None
+            raise fault
+
+    def begin_step(self, now: int, events: list[tuple[str, Any]], plans: int) -> None:
+        """Version 2: write the step's requests at once (the driver's announcement)."""
+        if self.process.version < 2:
+            return
+        messages: list[dict[str, Any]] = []
+        ahead: list[Ahead] = []
+        for kind, item in events:
+            if kind == COMPLETE:
+                messages.append({"type": COMPLETE, "now": now, "event": item})
+            else:
+                messages.append({"type": ARRIVE, "now": now, "request": self._spec(item)})
+            ahead.append(Ahead(kind))
+        if plans > 0:
+            message: dict[str, Any] = {"type": PLAN, "now": now}
+            if plans > 1:
+                message["count"] = plans
+            messages.append(message)
+            ahead.append(Ahead(PLAN, plans))
+        if messages:
+            try:
+                self.process.post(messages, ahead)
+            except ExternalFault as exc:
+                # raised by the step's first call, whose request could not be written: the
+                # finding's plan number and text are those of version 1
+                self._unsent = exc
+
+    def _spec(self, spec: RequestSpec) -> dict[str, Any]:
+        sent = self._specs.get(spec.id)
+        return sent if sent is not None else _spec_dict(spec)
 
     def arrive(self, spec: RequestSpec, now: int) -> None:
-        self.process.request({"type": ARRIVE, "now": now, "request": _spec_dict(spec)}, OK)
+        self._raise_unsent()
+        if self.process.take(ARRIVE, OK) is None:
+            self.process.request({"type": ARRIVE, "now": now, "request": self._spec(spec)}, OK)
 
     def plan(self, now: int) -> dict[str, Any]:
-        reply = self.process.request({"type": PLAN, "now": now}, PLAN)
+        self._raise_unsent()
+        reply = self.process.take(PLAN, PLAN) or self.process.request(
+            {"type": PLAN, "now": now}, PLAN
+        )
         record = reply.get("record")
         if not isinstance(record, dict):
             self.process.fail("sent a plan reply without a 'record' map")
@@ -406,7 +588,10 @@ class ExternalScheduler:
         return record
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
-        reply = self.process.request({"type": COMPLETE, "now": now, "event": event}, RETIRED)
+        self._raise_unsent()
+        reply = self.process.take(COMPLETE, RETIRED) or self.process.request(
+            {"type": COMPLETE, "now": now, "event": event}, RETIRED
+        )
         ids = reply.get("ids")
         if not isinstance(ids, list) or not all(type(i) is int for i in ids):
             self.process.fail(f"sent retired ids that are not a list of integers: {ids!r}")
@@ -433,10 +618,40 @@ class ExternalScheduler:
         return record, wall, cpu
 
 
-def _spec_dict(spec: RequestSpec) -> dict[str, Any]:
-    import dataclasses
+# A request spec's fields are all scalars: a shallow dict is what dataclasses.asdict gives,
+# at a twentieth of its cost (a reset sends every request of the scenario).
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(RequestSpec))
 
-    return dataclasses.asdict(spec)
+
+def _spec_dict(spec: RequestSpec) -> dict[str, Any]:
+    return {name: getattr(spec, name) for name in _SPEC_FIELDS}
+
+
+def reset_payload(scenario: Scenario) -> dict[str, Any]:
+    """``scenario.to_dict()`` (tuples as lists), built without ``dataclasses.asdict``,
+    whose deep copies cost a millisecond per scenario: more than the rest of a reset."""
+    return {
+        "profile": scenario.profile,
+        "seed": scenario.seed,
+        "params": _plain_data(scenario.params),
+        "truth": _plain_data(scenario.truth),
+        "requests": [_spec_dict(spec) for spec in scenario.requests],
+    }
+
+
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def _plain_data(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain_data(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain_data(item) for key, item in value.items()}
+    return value
 
 
 _FACTORIES: dict[str, ExecFactory] = {}

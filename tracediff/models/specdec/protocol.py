@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from tracediff.trace.codec import decode, encode
 
-PROTOCOL_VERSIONS: Final = (1,)  # what this tracediff speaks, oldest first
+PROTOCOL_VERSIONS: Final = (1, 2)  # what this tracediff speaks, oldest first
 LENGTH: Final = struct.Struct(">I")
 # A message longer than this is garbage: the largest plan record (64 lanes, a prefill row,
 # mixed graphs) is a few hundred kilobytes.

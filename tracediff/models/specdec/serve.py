@@ -52,17 +52,20 @@ class _Channel:
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
+        # read in large chunks: a version 2 harness writes a whole step's requests at once
+        self._buffer = bytearray()
 
     def _read_exactly(self, size: int) -> bytes | None:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = os.read(self.read_fd, size - len(chunks))
+        while len(self._buffer) < size:
+            chunk = os.read(self.read_fd, max(65536, size - len(self._buffer)))
             if not chunk:
-                if chunks:
-                    raise ProtocolError(f"stdin ended inside a message ({len(chunks)} bytes)")
+                if self._buffer:
+                    raise ProtocolError(f"stdin ended inside a message ({len(self._buffer)} bytes)")
                 return None
-            chunks += chunk
-        return bytes(chunks)
+            self._buffer += chunk
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
 
     def receive(self) -> dict[str, Any] | None:
         prefix = self._read_exactly(LENGTH.size)
@@ -88,6 +91,7 @@ class Server:
         self.scheduler: Any = None
         self.specs: dict[int, RequestSpec] = {}
         self.scenario: Scenario | None = None
+        self.version = 1  # the protocol version agreed in the hello
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         kind = message["type"]
@@ -96,9 +100,10 @@ class Server:
             common = [v for v in PROTOCOL_VERSIONS if v in offered]
             if not common:
                 return _error(f"no common protocol version: offered {offered!r}")
+            self.version = max(common)
             return {
                 "type": HELLO,
-                "version": max(common),
+                "version": self.version,
                 "name": self.name,
                 "capabilities": [STATE, BENCH],
             }
@@ -161,17 +166,32 @@ def serve(factory: Any, name: str, read_fd: int, write_fd: int) -> int:
             return 2
         if message is None or message["type"] == SHUTDOWN:
             return 0
-        try:
-            reply = server.handle(message)
-        except Exception as exc:  # noqa: BLE001 - the implementation's failure is the answer
-            server.scheduler = None if message["type"] == RESET else server.scheduler
-            reply = _error("".join(traceback.format_exception(exc)).rstrip())
-        try:
-            channel.send(reply)
-        except (TypeError, ValueError, OverflowError, ProtocolError) as exc:
-            channel.send(_error(f"the reply cannot be encoded: {type(exc).__name__}: {exc}"))
-        except BrokenPipeError:
-            return 0
+        # Version 2: a plan with a count is answered by one plan reply per plan, up to the
+        # count, ending after a plan that chooses no round or at an error. Each reply is
+        # written as soon as it is made, so a failure is pinned to its own plan.
+        count = _count(message) if server.version >= 2 else 1
+        for _ in range(count):
+            try:
+                reply = server.handle(message)
+            except Exception as exc:  # noqa: BLE001 - the implementation's failure is the answer
+                server.scheduler = None if message["type"] == RESET else server.scheduler
+                reply = _error("".join(traceback.format_exception(exc)).rstrip())
+            try:
+                channel.send(reply)
+            except (TypeError, ValueError, OverflowError, ProtocolError) as exc:
+                reply = _error(f"the reply cannot be encoded: {type(exc).__name__}: {exc}")
+                channel.send(reply)
+            except BrokenPipeError:
+                return 0
+            record = reply.get("record")
+            if reply["type"] != PLAN or not isinstance(record, dict) or record.get("round") is None:
+                break
+
+
+def _count(message: dict[str, Any]) -> int:
+    """How many plans a ``plan`` message asks for (1 for every other message)."""
+    count = message.get("count", 1) if message["type"] == PLAN else 1
+    return count if type(count) is int and count >= 1 else 1
 
 
 def main(argv: list[str] | None = None) -> int:

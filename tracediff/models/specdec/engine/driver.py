@@ -4,6 +4,12 @@
 compare or store them one at a time with bounded memory, and two drivers can run in
 lockstep. The scheduler is anything with the driver interface (docs/implementations.md):
 ``arrive(spec, now)``, ``plan(now) -> dict``, ``complete(event, now) -> list[int]``.
+
+A scheduler may also have ``begin_step(now, events, plans)``: before each step the driver
+tells it the calls it is about to make, ``events`` the ``(ARRIVE, spec)`` and ``(COMPLETE,
+event)`` pairs in order and ``plans`` how many plans at most (fewer when one chooses no
+round). The calls still follow one by one; an implementation in another process uses the
+announcement to send them all at once (docs/protocol.md, version 2).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from tracediff.models.specdec.schema import SCHEMA_VERSION, TRACE_FORMAT, record
 from tracediff.trace.columns import ColumnError
 
 TRACE_VERSION = SCHEMA_VERSION
+ARRIVE, COMPLETE = "arrive", "complete"  # the kinds of a step's events (begin_step)
 MAX_PLANS = 200_000  # a scenario that needs more is a scheduler that does not converge
 
 
@@ -51,26 +58,35 @@ def drive(scenario: Scenario, scheduler: Any, *, check: bool = True) -> Iterator
     now = 0
     plans = 0
     depth = 1 + scenario.params.queue_depth
+    begin_step = getattr(scheduler, "begin_step", None)
     yield header_record(scenario)
     while True:
+        # The step's events depend on the engine alone, so they are known before the
+        # scheduler sees any of them.
+        events: list[tuple[str, Any]] = []
         while True:
             due = engine.next_completion()
             arrival_at = arrivals[next_arrival].arrival_us if next_arrival < len(arrivals) else None
             if due is not None and due <= now and (arrival_at is None or due <= arrival_at):
-                event = engine.complete_next()
-                yield event
-                done = scheduler.complete(event, now)
+                events.append((COMPLETE, engine.complete_next()))
+            elif arrival_at is not None and arrival_at <= now:
+                events.append((ARRIVE, arrivals[next_arrival]))
+                next_arrival += 1
+            else:
+                break
+        if begin_step is not None:
+            begin_step(now, events, depth - engine.busy)
+        for kind, item in events:
+            if kind is COMPLETE:
+                yield item
+                done = scheduler.complete(item, now)
                 if done:
                     ids = _retired_ids(done, plans)
                     retired.update(ids)
                     yield {"t": "retire", "now": now, "requests": ids}
-            elif arrival_at is not None and arrival_at <= now:
-                spec = arrivals[next_arrival]
-                next_arrival += 1
-                scheduler.arrive(spec, now)
-                yield {"t": "arrival", "now": now, "request": spec.id}
             else:
-                break
+                scheduler.arrive(item, now)
+                yield {"t": "arrival", "now": now, "request": item.id}
         last_round: Any = None
         while engine.busy < depth:
             record = scheduler.plan(now)
