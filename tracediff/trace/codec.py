@@ -56,13 +56,21 @@ MAX_DEPTH: Final = 64
 _CONTAINER_MARKERS: Final = bytes([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
 _NOT_CONTAINER_MARKERS: Final = bytes(b for b in range(256) if b not in _CONTAINER_MARKERS)
 
-# One packer for the whole process: building a Packer per call costs more than packing a
-# small record. ``autoreset`` makes every ``pack`` return just its own bytes (and the C packer
-# resets its buffer after a failed pack too). Packing holds the GIL throughout, so sharing it
-# between threads cannot interleave output.
+# Packers for the whole process: building a Packer per call costs more than packing a small
+# record. ``autoreset`` makes every ``pack`` return just its own bytes (and the C packer
+# resets its buffer after a failed pack too). Packing holds the GIL throughout, so sharing
+# them between threads cannot interleave output. The strict packer accepts exact types only
+# and is about twice as fast; for those it writes exactly what the loose one writes (the
+# same rules: float64, smallest ints, bin, str, maps in order). Anything it refuses (a
+# tuple, a subclass of int or str) is packed by the loose one, the canonical form of it.
+_STRICT: Final = msgpack.Packer(
+    use_bin_type=True, use_single_float=False, autoreset=True, strict_types=True
+)
 _PACKER: Final = msgpack.Packer(
     use_bin_type=True, use_single_float=False, autoreset=True, strict_types=False
 )
+_strict_pack = _STRICT.pack
+_loose_pack = _PACKER.pack
 
 
 def encode(obj: Any) -> bytes:
@@ -72,7 +80,10 @@ def encode(obj: Any) -> bytes:
     pack as arrays, ``bytes`` as bin, ``str`` as UTF-8 str. Unsupported objects raise
     ``TypeError`` (a programming error, not a trace problem).
     """
-    return _PACKER.pack(obj)
+    try:
+        return _strict_pack(obj)
+    except TypeError:
+        return _loose_pack(obj)
 
 
 def _reject_ext(code: int, data: bytes) -> Any:

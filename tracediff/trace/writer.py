@@ -98,6 +98,7 @@ class LockstepDigests:
 
     def __init__(self, count: int) -> None:
         self._digests = [BodyDigest()] * count
+        self._sharing = count - 1  # how many others still share position 0's digest
         self._pending: bytes | None = None  # position 0's record of this index, not hashed
         self._pending_header = False
         self._fed = [False] * count
@@ -117,6 +118,7 @@ class LockstepDigests:
             # sharing, yet no record at this index: its body ended before this record
             if digests[position] is shared and not self._fed[position]:
                 digests[position] = shared.copy()
+                self._sharing -= 1
         self._add(shared, pending, self._pending_header)
         self._pending = None
 
@@ -132,13 +134,14 @@ class LockstepDigests:
         digest = digests[position]
         self._fed[position] = True
         if position == 0:
-            if any(other is digest for other in digests[1:]):
+            if self._sharing:
                 self._pending, self._pending_header = payload, header
                 return
         elif digest is digests[0]:
             if payload == self._pending:
                 return  # the same bytes into the same state: hashed once, by _settle
             digest = digests[position] = digest.copy()  # the state before this index
+            self._sharing -= 1
         self._add(digest, payload, header)
 
     def hexdigest(self, position: int) -> str:

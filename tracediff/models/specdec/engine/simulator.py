@@ -178,11 +178,8 @@ class SimulatedEngine:
                 acceptance = self.acceptance[request] = [
                     self._acceptance(spec, depth) for depth in range(1, MAX_DRAFT + 1)
                 ]
-            uniform = rng.uniform
-            for depth in range(1, verified + 1):
-                if uniform(seed, "accept", request, plan, depth) >= acceptance[depth - 1]:
-                    break
-                accepted = depth
+            # depth by depth while the draw falls below the true acceptance
+            accepted = rng.leading_below(seed, "accept", request, plan, acceptance, verified)
         tokens = 0
         finished = self.finished[request]
         if not finished:

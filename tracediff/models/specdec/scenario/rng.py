@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 _SCALE = 1.0 / float(1 << 64)
@@ -24,12 +25,17 @@ _TAGS: dict[str, bytes] = {}
 _SEEDED: dict[int, Any] = {}  # seed -> blake2b state after the seed's 8 bytes
 
 
-def _digest(seed: int, tag: str, parts: tuple[int, ...]) -> int:
+def _seeded(seed: int) -> Any:
     state = _SEEDED.get(seed)
     if state is None:
         if len(_SEEDED) > 4096:  # one per scenario seen: keep the cache bounded
             _SEEDED.clear()
         state = _SEEDED[seed] = hashlib.blake2b(_SEED(seed), digest_size=8)
+    return state
+
+
+def _digest(seed: int, tag: str, parts: tuple[int, ...]) -> int:
+    state = _SEEDED.get(seed) or _seeded(seed)
     key = _TAGS.get(tag)
     if key is None:
         key = _TAGS[tag] = tag.encode("ascii")
@@ -56,3 +62,24 @@ def randint(seed: int, tag: str, low: int, high: int, *parts: int) -> int:
 def chance(seed: int, tag: str, probability: float, *parts: int) -> bool:
     """True with the given probability, determined by (seed, tag, parts)."""
     return uniform(seed, tag, *parts) < probability
+
+
+def leading_below(
+    seed: int, tag: str, first: int, second: int, thresholds: Sequence[float], count: int
+) -> int:
+    """How many of depths 1..``count`` pass in a row: the largest d such that
+    ``uniform(seed, tag, first, second, k) < thresholds[k - 1]`` for every k <= d. The same
+    draws as that loop (the simulated engine's acceptance run), with the key's common part
+    packed once."""
+    state = _SEEDED.get(seed) or _seeded(seed)
+    key = _TAGS.get(tag)
+    if key is None:
+        key = _TAGS[tag] = tag.encode("ascii")
+    prefix = _PARTS[2](first, second)
+    depth_of = _PARTS[1]
+    for depth in range(1, count + 1):
+        hasher = state.copy()
+        hasher.update(prefix + depth_of(depth) + key)
+        if _U64(hasher.digest())[0] * _SCALE >= thresholds[depth - 1]:
+            return depth - 1
+    return count
