@@ -48,6 +48,7 @@ from tracediff.compare.model import (
 from tracediff.executor import DONE, Executor, Limits, Notify
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
+from tracediff.project.profiles import profile_options
 from tracediff.report.describe import plural
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _impl_args(specs: Sequence[ImplSpec]) -> str:
 
 
 def reproduce_seed(profile: str, seed: int, specs: Sequence[ImplSpec]) -> str:
-    return f"tracediff run --profile {shlex.quote(profile)} --seeds {seed} {_impl_args(specs)}"
+    return f"tracediff run {profile_options(profile)} --seeds {seed} {_impl_args(specs)}"
 
 
 def run_gate(
@@ -385,7 +386,7 @@ def _golden_step(
                 status=DIVERGED,
                 explanation="the manifest has a seed the profile no longer runs; run "
                 "tracediff golden update",
-                reproduce=f"tracediff golden update --profile {shlex.quote(options.profile)}",
+                reproduce=f"tracediff golden update {profile_options(options.profile)}",
             )
         )
     count = len([s for s in by_seed if s in expected])
@@ -491,7 +492,7 @@ def _reference_change_task(work: ReferenceChangeWork, progress: Any, _notify: No
 def _reproduce_golden(options: GateOptions, seed: int) -> str:
     flag = f" {options.golden_flag}" if options.golden_flag else ""
     return (
-        f"tracediff golden check --profile {shlex.quote(options.profile)} --seeds {seed} "
+        f"tracediff golden check {profile_options(options.profile)} --seeds {seed} "
         f"--impl {shlex.quote(options.impls[0].name)}{flag}"
     )
 

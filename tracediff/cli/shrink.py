@@ -36,6 +36,7 @@ from tracediff.cli.shrink_options import (
 )
 from tracediff.errors import UsageError
 from tracediff.model import of as model_of
+from tracediff.project.profiles import profile_options
 from tracediff.report.describe import plural
 
 
@@ -195,7 +196,7 @@ def shrink(
         )
     else:
         console.print(
-            f"repro: tracediff shrink --profile {shlex.quote(profile_name)} --seed "
+            f"repro: tracediff shrink {profile_options(profile_name)} --seed "
             f"{scenario.seed} {impl_args(args)} --save",
             markup=False,
         )

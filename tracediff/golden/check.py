@@ -40,6 +40,7 @@ from tracediff.golden.manifest import (
 )
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.project.profiles import profile_options
 from tracediff.trace import TraceReader, first_difference
 
 
@@ -227,8 +228,8 @@ def check(
             impl=spec.name,
             manifest=str(path),
             status=MISSING,
-            message=f"{path} does not exist; run tracediff golden update --profile {name}, "
-            "review and accept",
+            message=f"{path} does not exist; run tracediff golden update "
+            f"{profile_options(profile_name)}, review and accept",
         )
     manifest = read_manifest(path)
     if manifest.profile != name:

@@ -10,6 +10,7 @@ taken apart: the model loads ``PROFILE`` and puts the workload over it
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from tracediff import workload
@@ -23,3 +24,12 @@ def load_profile(model: DecisionModel, name: str) -> Any:
     if path is None:
         return profile
     return model.with_workload(profile, workload.load(workload.for_file(path)))
+
+
+def profile_options(name: str) -> str:
+    """The command-line options that name profile ``name`` again (for the commands a
+    message tells the user to run): ``--profile P``, and ``--workload FILE`` with it when
+    ``name`` carries one."""
+    base, path = workload.split(name)
+    options = f"--profile {shlex.quote(base)}"
+    return options if path is None else f"{options} --workload {shlex.quote(path)}"
