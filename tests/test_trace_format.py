@@ -690,10 +690,8 @@ def test_lockstep_digests_equal_one_digest_per_body(
     ]
     lockstep = LockstepDigests(len(bodies))
     for index in range(max(len(body) for body in bodies)):
-        lockstep.step()
-        for position, body in enumerate(bodies):
-            if index < len(body):
-                lockstep.feed(position, body[index], header=index == 0)
+        step = [body[index] if index < len(body) else None for body in bodies]
+        lockstep.feed(step, header=index == 0)
     for position, body in enumerate(bodies):
         alone = BodyDigest()
         alone.add_header(body[0])

@@ -362,6 +362,8 @@ def run_scenario(
     timed: list[TimedScheduler] = []
     drivers: list[Iterator[dict[str, Any]]] = []
     digests = LockstepDigests(len(specs))  # hashed once while the bodies agree
+    payloads: list[bytes | None] = []  # this index's records, as encoded so far
+    fed = -1  # the last index whose records were digested
     seconds = [0.0] * len(specs)
     records = [0] * len(specs)
     harness_ns = 0
@@ -390,9 +392,8 @@ def run_scenario(
                 drivers.append(drive(scenario, scheduler, check=False))
             index = 0
             while True:
-                payloads: list[bytes | None] = []
+                payloads = []
                 decoded: list[dict[str, Any] | None] = []
-                digests.step()
                 for current, driver in enumerate(drivers):
                     start = time.perf_counter()
                     record = next(driver, None)
@@ -411,15 +412,16 @@ def run_scenario(
                         raise SchedulerFault(
                             f"record {index}: cannot be encoded: {type(exc).__name__}: {exc}"
                         ) from None
-                    digests.feed(current, payload, header=index == 0)
+                    payloads.append(payload)  # digested with the others of this index, below
                     # The schema check of a plan record (the driver leaves it to us):
                     # bytes equal to a record already checked need none.
                     if index and record["t"] == "plan" and (current == 0 or payload != payloads[0]):
                         model.check_record(record, timed[current].plans)
                     harness_ns += time.perf_counter_ns() - start_ns
                     records[current] += 1
-                    payloads.append(payload)
                 start_ns = time.perf_counter_ns()
+                digests.feed(payloads, header=index == 0)
+                fed = index
                 same = all(p == payloads[0] for p in payloads)
                 if not same and tolerance is not None and divergence is None:
                     found = _tolerated(decoded, tolerance.ulps, model)
@@ -465,6 +467,9 @@ def run_scenario(
             message += f"\nSystemExit: the implementation called sys.exit({exc.code!r})"
         elif isinstance(exc, KeyboardInterrupt):
             message += "\nKeyboardInterrupt: raised by the implementation, not by Ctrl-C"
+    if fed < index and payloads:
+        # the step a failure cut short: what was recorded of it belongs to the bodies
+        digests.feed(payloads + [None] * (len(specs) - len(payloads)), header=index == 0)
     stats = tuple(
         ImplStats(
             name=names[i],

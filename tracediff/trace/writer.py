@@ -12,7 +12,7 @@ import io
 import os
 import types
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO
 
 from tracediff.atomic import atomic_writer
@@ -31,6 +31,7 @@ from tracediff.trace.codec import (
 )
 
 PREAMBLE_BYTES = PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0)
+_HASH_PIECE = 2047  # hashlib releases the GIL for updates of 2,048 bytes and more
 
 
 class BodyDigest:
@@ -60,8 +61,18 @@ class BodyDigest:
         self._add(payload)
 
     def _add(self, payload: bytes) -> None:
-        # one update of length and payload together: a second call costs more than copying
-        self._hash.update(BODY_LENGTH.pack(len(payload)) + payload)
+        # One update of length and payload together (a second call costs more than copying),
+        # in pieces below hashlib's 2 KiB threshold for releasing the GIL: a release per
+        # record lets any other thread of the process (a progress display, a pipe reader)
+        # take the interpreter for its whole switch interval before the hash may go on.
+        data = BODY_LENGTH.pack(len(payload)) + payload
+        update = self._hash.update
+        if len(data) <= _HASH_PIECE:
+            update(data)
+            return
+        view = memoryview(data)
+        for start in range(0, len(data), _HASH_PIECE):
+            update(view[start : start + _HASH_PIECE])
 
     def copy(self) -> BodyDigest:
         """An independent digest in the same state (fed the same payloads so far)."""
@@ -85,67 +96,39 @@ class LockstepDigests:
     """The body digests of implementations driven side by side, one record index at a time.
 
     While their bodies are byte-identical they have the same digest, so they share one
-    :class:`BodyDigest` and each record is hashed once, not once per implementation. The
-    first implementation's record is held until the others of the index are seen (hashing
-    it at once would need a copy of the state per record, which after a long ``plan()``
-    costs as much as the hash): an implementation whose record differs, or that has none
-    where the first has one, gets its own copy of the state from before that record and
-    goes on alone.
-
-    Per index: :meth:`step`, then :meth:`feed` for each implementation that has a record,
-    in position order.
+    :class:`BodyDigest` and each record is hashed once, not once per implementation. Each
+    index is fed as one step, every implementation's payload together (None: it has no
+    record there, its body ended or it failed): an implementation whose payload differs from
+    the first one's gets its own copy of the shared state as it was before the step and goes
+    on alone.
     """
 
     def __init__(self, count: int) -> None:
         self._digests = [BodyDigest()] * count
         self._sharing = count - 1  # how many others still share position 0's digest
-        self._pending: bytes | None = None  # position 0's record of this index, not hashed
-        self._pending_header = False
-        self._fed = [False] * count
 
-    def step(self) -> None:
-        """Start the next record index."""
-        self._settle()
-        self._fed = [False] * len(self._digests)
-
-    def _settle(self) -> None:
-        pending = self._pending
-        if pending is None:
-            return
+    def feed(self, payloads: Sequence[bytes | None], *, header: bool = False) -> None:
+        """One record index: ``payloads[i]`` is implementation i's record (or None)."""
         digests = self._digests
         shared = digests[0]
-        for position in range(1, len(digests)):
-            # sharing, yet no record at this index: its body ended before this record
-            if digests[position] is shared and not self._fed[position]:
-                digests[position] = shared.copy()
-                self._sharing -= 1
-        self._add(shared, pending, self._pending_header)
-        self._pending = None
-
-    @staticmethod
-    def _add(digest: BodyDigest, payload: bytes, header: bool) -> None:
-        if header:
-            digest.add_header(payload)
-        else:
-            digest.add_record(payload)
-
-    def feed(self, position: int, payload: bytes, *, header: bool = False) -> None:
-        digests = self._digests
-        digest = digests[position]
-        self._fed[position] = True
-        if position == 0:
-            if self._sharing:
-                self._pending, self._pending_header = payload, header
-                return
-        elif digest is digests[0]:
-            if payload == self._pending:
-                return  # the same bytes into the same state: hashed once, by _settle
-            digest = digests[position] = digest.copy()  # the state before this index
-            self._sharing -= 1
-        self._add(digest, payload, header)
+        first = payloads[0]
+        if self._sharing:
+            for position in range(1, len(payloads)):
+                if digests[position] is shared and payloads[position] != first:
+                    digests[position] = shared.copy()  # the state before this record
+                    self._sharing -= 1
+        for position, payload in enumerate(payloads):
+            if payload is None:
+                continue
+            digest = digests[position]
+            if position and digest is shared:
+                continue  # the same bytes into the same state: hashed once, at position 0
+            if header:
+                digest.add_header(payload)
+            else:
+                digest.add_record(payload)
 
     def hexdigest(self, position: int) -> str:
-        self._settle()
         return self._digests[position].hexdigest()
 
 
