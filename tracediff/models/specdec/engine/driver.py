@@ -88,7 +88,8 @@ def drive(scenario: Scenario, scheduler: Any, *, check: bool = True) -> Iterator
                 scheduler.arrive(item, now)
                 yield {"t": "arrival", "now": now, "request": item.id}
         last_round: Any = None
-        while engine.busy < depth:
+        in_flight = engine.in_flight
+        while len(in_flight) < depth:
             record = scheduler.plan(now)
             plans += 1
             record = _packed_plan(record, plans)
@@ -111,7 +112,12 @@ def drive(scenario: Scenario, scheduler: Any, *, check: bool = True) -> Iterator
             return
         if plans > MAX_PLANS:
             raise SchedulerFault(f"plan {plans}: more than {MAX_PLANS} plans; runaway scenario")
-        now = min(t for t in (due, arrival_at) if t is not None)
+        # the earlier of the next completion and the next arrival (one of them exists)
+        if arrival_at is None or (due is not None and due < arrival_at):
+            assert due is not None  # both None returned above
+            now = due
+        else:
+            now = arrival_at
 
 
 def _packed_plan(record: Any, number: int) -> dict[str, Any]:

@@ -115,14 +115,16 @@ class SchedulerCore:
         """Apply a completion; return the ids of requests that retired, ascending."""
         submitted = self.submitted.pop(event["round"])
         params = self.params
+        requests = self.requests
         for lane, result in zip(submitted.lanes, event["lanes"], strict=True):
             _request_id, verified, accepted, tokens, finished, offer = result
-            state = self.requests[lane.request]
+            state = requests[lane.request]
             state.generated += tokens
+            trials, accepts = state.trials, state.accepts
             for k in range(verified):
-                state.trials[k] += 1
+                trials[k] += 1
             for k in range(accepted):
-                state.accepts[k] += 1
+                accepts[k] += 1
             state.pending_count -= 1
             self._release_advance(state, 1 + lane.prefix)
             state.offer = offer
