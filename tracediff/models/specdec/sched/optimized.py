@@ -402,12 +402,12 @@ class _PlanContext:
             self.ranking = [entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
         return self.ranking
 
-    def cohort_ranking(self, cohort: int) -> list[tuple[int, int]]:
+    def cohort_ranking(self, lanes: list[Lane], cohort: int) -> list[tuple[int, int]]:
         """The ranking's slots of the first ``cohort`` lanes (one comprehension per cohort,
         in C; the widest-bound cursors then read it without skipping)."""
         found = self.by_cohort.get(cohort)
         if found is None:
-            found = self.by_cohort[cohort] = [e for e in self.ranking or () if e[0] < cohort]
+            found = self.by_cohort[cohort] = [e for e in self.ranked(lanes) if e[0] < cohort]
         return found
 
     def forced(self, cohort: int, bound: int, budget: int) -> tuple[list[int], int]:
@@ -501,7 +501,7 @@ class _PlanContext:
             end = len(ranking)
             if bound >= MAX_DRAFT:  # every slot of the cohort's lanes qualifies
                 if cohort < self.size:
-                    ranking = self.cohort_ranking(cohort)
+                    ranking = self.cohort_ranking(lanes, cohort)
                     end = len(ranking)
                 stop = index + left - taken
                 if stop > end:
