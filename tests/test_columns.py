@@ -134,10 +134,10 @@ def test_reference_and_optimized_give_identical_bytes(reference_records: Any) ->
 @pytest.mark.parametrize(
     ("builder", "table", "column"),
     [
-        ("_candidate_columns", "candidates", "duration"),
-        ("_eligible_columns", "eligible", "last_served"),
-        ("_lane_value_columns", "lane_values", "next_progress"),
-        ("_probe_columns", "probes", "trials"),
+        ("candidate_columns", "candidates", "duration"),
+        ("eligible_columns", "eligible", "last_served"),
+        ("lane_value_columns", "lane_values", "next_progress"),
+        ("probe_columns", "probes", "trials"),
     ],
 )
 def test_check_mode_catches_columns_that_are_not_the_rows(

@@ -30,7 +30,7 @@ from tracediff.models.specdec.scenario.model import (
     Scenario,
     SchedulerParams,
 )
-from tracediff.models.specdec.sched import optimized
+from tracediff.models.specdec.sched import allocations
 from tracediff.models.specdec.sched.core import RequestState, SchedulerCore
 from tracediff.models.specdec.sched.optimized import CheckedOptimizedScheduler, OptimizedScheduler
 from tracediff.models.specdec.sched.record import rows_view
@@ -350,12 +350,12 @@ def test_release_mode_does_not_scan(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_check_mode_catches_a_wrong_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = optimized._PlanContext.read  # every clipped allocation reads the ranking here
+    original = allocations.PlanContext.read  # every clipped allocation reads the ranking here
 
     def one_short(self: Any, lanes: Any, cohort: int, bound: int, left: int) -> Any:
         return original(self, lanes, cohort, bound, max(left - 1, 0))
 
-    monkeypatch.setattr(optimized._PlanContext, "read", one_short)
+    monkeypatch.setattr(allocations.PlanContext, "read", one_short)
     scenario = make_scenario(23, 16, burst=True, verify_budget=20)
     with pytest.raises(SchedulerFault, match=r"check mode: allocation \(cohort"):
         for _record in drive(scenario, CheckedOptimizedScheduler(scenario)):

@@ -130,13 +130,13 @@ A mismatch raises :class:`tracediff.errors.SchedulerFault` naming the plan and t
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from typing import Any
 
 from tracediff.errors import SchedulerFault
 from tracediff.models.specdec.scenario.model import MAX_DRAFT, Scenario
 from tracediff.models.specdec.sched import formulas as F
+from tracediff.models.specdec.sched.allocations import Allocation, PlanContext
 from tracediff.models.specdec.sched.core import (
     DECODING,
     DRAINING,
@@ -148,9 +148,6 @@ from tracediff.models.specdec.sched.core import (
 )
 from tracediff.models.specdec.sched.record import (
     CANDIDATES,
-    ELIGIBLE,
-    LANE_VALUES,
-    PROBES,
     SOURCE_PROBE,
     SOURCE_REFRESH,
     SOURCE_WINNER,
@@ -159,165 +156,18 @@ from tracediff.models.specdec.sched.record import (
     plan_record,
 )
 from tracediff.models.specdec.sched.reference import Candidate, ReferenceScheduler
+from tracediff.models.specdec.sched.tables import (
+    CandidateTable,
+    Shape,
+    candidate_columns,
+    eligible_columns,
+    lane_value_columns,
+    probe_columns,
+)
 from tracediff.trace.columns import pack_rows, pack_values
 
 # Columns of a candidate row (record.CANDIDATE_COLUMNS).
 _ID, _KIND, _COHORT, _PREFILL, _BOUND, _B_PAD, _WIDTH, _PREFIXES, _E, _DURATION, _VALUE = range(11)
-
-# One allocation: (prefixes, E, max prefix, verified tokens Σ(1 + p), prefixes as u8 bytes).
-Allocation = tuple[list[int], float, int, int, bytes]
-
-Shape = tuple[int, int, int, int, int, int, Allocation, int]
-
-# Per width bound: (want per lane, and by cohort size n = 0..lanes the unclipped
-# allocation's E and Σ prefix, and the wants as u8 bytes).
-_Wants = tuple[list[int], list[float], list[int], bytes]
-
-
-def _eligible_columns(lanes: list[Lane], curves: list[list[float]]) -> list[Any]:
-    """The eligible table as typed columns (``record.ELIGIBLE``): one pass over the lanes,
-    one C-level transposition, one conversion per column."""
-    if not lanes:
-        return ELIGIBLE.empty()
-    rows = [(n.request, n.slot, n.cap, n.fixed_width, n.alloc, n.state.last_served) for n in lanes]
-    requests, slots, caps, fixed, allocs, served = zip(*rows, strict=True)
-    return [
-        pack_values("i", requests),
-        pack_values("h", slots),
-        bytes(caps),
-        pack_values("b", fixed),
-        bytes(allocs),
-        pack_values("i", served),
-        pack_values("d", [value for curve in curves for value in curve]),
-    ]
-
-
-def _probe_columns(rows: list[list[Any]]) -> list[Any]:
-    """The probes table as typed columns (``record.PROBES``), from its rows."""
-    if not rows:
-        return PROBES.empty()
-    position, request, depth, trials, gain, expected, duration, cost = zip(*rows, strict=True)
-    return [
-        pack_values("h", position),
-        pack_values("i", request),
-        bytes(depth),
-        pack_values("i", trials),
-        pack_values("d", gain),
-        pack_values("d", expected),
-        pack_values("q", duration),
-        pack_values("d", cost),
-    ]
-
-
-def _lane_value_columns(rows: list[list[Any]]) -> list[Any]:
-    """The lane values table as typed columns (``record.LANE_VALUES``), from its rows."""
-    if not rows:
-        return LANE_VALUES.empty()
-    request, expected, rate, progress = zip(*rows, strict=True)
-    return [
-        pack_values("i", request),
-        pack_values("d", expected),
-        pack_values("d", rate),
-        pack_values("q", progress),
-    ]
-
-
-def _candidate_columns(
-    shapes: list[Shape], halves: int, durations: list[int], values: list[float]
-) -> list[Any]:
-    """The candidates table as typed columns, built from the shapes in a few C-level passes.
-
-    Row i of each half is shape i; the half with a prefill row repeats the first half's
-    columns except ``id``, ``prefill``, ``duration`` and ``value``, so those columns are
-    the first half's bytes repeated. A prefix list has one entry per cohort lane, so the
-    ragged ``prefixes`` column's lengths are the cohort sizes.
-    """
-    kinds, cohorts, bounds, budgets, b_pads, widths, allocations, _ = zip(*shapes, strict=True)
-    count = len(shapes)
-    return [
-        pack_values("i", range(count * halves)),
-        bytes(kinds) * halves,
-        pack_values("h", cohorts) * halves,
-        bytes(count) + b"\x01" * count if halves == 2 else bytes(count),
-        bytes(bounds) * halves,
-        pack_values("h", b_pads) * halves,
-        pack_values("h", widths) * halves,
-        [
-            pack_values("H", cohorts) * halves,
-            b"".join([allocation[4] for allocation in allocations]) * halves,
-        ],
-        pack_values("d", [allocation[1] for allocation in allocations]) * halves,
-        pack_values("q", durations),
-        pack_values("d", values),
-        pack_values("h", budgets) * halves,
-    ]
-
-
-class _Table:
-    """The candidate table as columns: the shapes of the first half (no prefill row), each
-    candidate's duration and value, and the (start, end) range of every (kind, cohort)
-    group in the first half. Candidate i is shape ``i % size``; it has the prefill row when
-    ``i >= prefill_from``. A candidate's row (``record.CANDIDATE_COLUMNS`` order, plus its
-    budget) is built only when something reads it: the winner, its group, check mode."""
-
-    __slots__ = ("durations", "groups", "prefill_from", "shapes", "size", "total", "values")
-
-    def __init__(
-        self,
-        shapes: list[Shape],
-        total: int,
-        prefill_from: int,
-        durations: list[int],
-        values: list[float],
-        groups: list[tuple[int, int]],
-    ) -> None:
-        self.shapes, self.size, self.total = shapes, len(shapes), total
-        self.prefill_from, self.durations, self.values = prefill_from, durations, values
-        self.groups = groups
-
-    def row(self, i: int) -> list[Any]:
-        kind, cohort, bound, budget, b_pad, width, allocation, _ = self.shapes[i % self.size]
-        return [
-            i,
-            kind,
-            cohort,
-            i >= self.prefill_from,
-            bound,
-            b_pad,
-            width,
-            allocation[0],
-            allocation[1],
-            self.durations[i],
-            self.values[i],
-            budget,
-        ]
-
-    def rows(self) -> list[list[Any]]:
-        return [self.row(i) for i in range(self.total)]
-
-    def budget(self, i: int) -> int:
-        return self.shapes[i % self.size][3]
-
-    def key(self, i: int) -> tuple[float, int, int, int, int, int, bool, int]:
-        kind, cohort, _bound, _budget, b_pad, width, _allocation, _ = self.shapes[i % self.size]
-        return F.winner_key(
-            self.values[i],
-            self.durations[i],
-            cohort,
-            b_pad,
-            width,
-            kind,
-            i >= self.prefill_from,
-            i,
-        )
-
-    def group_of(self, i: int) -> range:
-        """The candidates of i's (kind, cohort, prefill row) group."""
-        offset = self.size if i >= self.size else 0
-        for start, end in self.groups:
-            if start <= i - offset < end:
-                return range(start + offset, end + offset)
-        return range(i, i + 1)
 
 
 def _first(pair: tuple[Any, Any]) -> Any:
@@ -335,213 +185,6 @@ def _key(row: list[Any]) -> tuple[float, int, int, int, int, int, bool, int]:
         row[_PREFILL],
         row[_ID],
     )
-
-
-class _PlanContext:
-    """What one ``plan()`` call computes once and shares across candidates and probes."""
-
-    __slots__ = (
-        "allocations",
-        "by_cohort",
-        "cursors",
-        "curves",
-        "fixed_positions",
-        "limits",
-        "per_bound",
-        "ranking",
-        "size",
-        "slots",
-        "sums",
-    )
-
-    def __init__(self, lanes: list[Lane], curves: list[list[float]]) -> None:
-        self.curves = curves
-        self.size = len(lanes)
-        self.sums = [F.prefix_sums(curve) for curve in curves]
-        self.slots = [lane.slot for lane in lanes]
-        # A lane's want before the width bound: cap, or min(fixed_width, cap) when fixed.
-        self.limits = [
-            lane.cap if lane.fixed_width < 0 else min(lane.fixed_width, lane.cap) for lane in lanes
-        ]
-        self.fixed_positions = [p for p, lane in enumerate(lanes) if lane.fixed_width >= 0]
-        self.ranking: list[tuple[int, int]] | None = None
-        self.cursors: dict[tuple[int, int], _Cursor] = {}
-        self.by_cohort: dict[int, list[tuple[int, int]]] = {}
-        # bound -> (want per lane, lane value of that want per lane)
-        self.per_bound: dict[int, _Wants] = {}
-        self.allocations: dict[tuple[int, int, int], Allocation] = {}
-
-    def wants(self, bound: int) -> _Wants:
-        """What every lane wants under ``bound`` when the budget does not bind, and for each
-        cohort size n the allocation's E and tokens over the first n lanes (running totals
-        in priority order: the same additions expected_tokens makes)."""
-        entry = self.per_bound.get(bound)
-        if entry is None:
-            limits = self.limits
-            # caps never exceed MAX_DRAFT: under the widest bound every lane wants its limit
-            want = limits if bound >= MAX_DRAFT else [b if b < bound else bound for b in limits]
-            values = [sums[p] for sums, p in zip(self.sums, want, strict=True)]
-            entry = self.per_bound[bound] = (
-                want,
-                F.running_expected_tokens(values),
-                list(itertools.accumulate(want, initial=0)),
-                bytes(want),
-            )
-        return entry
-
-    def ranked(self, lanes: list[Lane]) -> list[tuple[int, int]]:
-        """Free slots (position, depth) of every non-fixed lane, best first."""
-        if self.ranking is None:
-            # (depth, slot, position) order, so the stable sort on -s breaks its ties as
-            # slot_rank does; built by comprehensions, which run at C speed per slot.
-            order = sorted(range(self.size), key=self.slots.__getitem__)
-            free = [(p, lanes[p].cap) for p in order if lanes[p].fixed_width < 0]
-            curves = self.curves
-            entries = [(p, d) for d in range(1, MAX_DRAFT + 1) for p, cap in free if d <= cap]
-            keys = [-curves[p][d - 1] for p, d in entries]
-            self.ranking = [entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__)]
-        return self.ranking
-
-    def cohort_ranking(self, lanes: list[Lane], cohort: int) -> list[tuple[int, int]]:
-        """The ranking's slots of the first ``cohort`` lanes (one comprehension per cohort,
-        in C; the widest-bound cursors then read it without skipping)."""
-        found = self.by_cohort.get(cohort)
-        if found is None:
-            found = self.by_cohort[cohort] = [e for e in self.ranked(lanes) if e[0] < cohort]
-        return found
-
-    def forced(self, cohort: int, bound: int, budget: int) -> tuple[list[int], int]:
-        """Prefixes after the fixed lanes took theirs, and the free budget left."""
-        prefixes = [0] * cohort
-        left = budget - cohort
-        want = self.wants(bound)[0]
-        for position in self.fixed_positions:
-            if position >= cohort:
-                break
-            take = want[position]
-            if take > left:
-                take = left
-            prefixes[position] = take
-            left -= take
-        return prefixes, left
-
-    def allocate(self, lanes: list[Lane], cohort: int, bound: int, budget: int) -> Allocation:
-        key = (cohort, bound, budget)
-        found = self.allocations.get(key)
-        if found is not None:
-            return found
-        want, running_e, running_tokens, want_bytes = self.wants(bound)
-        if running_tokens[cohort] <= budget - cohort:
-            # the budget does not bind: every lane gets its want
-            prefixes = want[:cohort]
-            found = (
-                prefixes,
-                running_e[cohort],
-                max(prefixes),
-                cohort + running_tokens[cohort],
-                want_bytes[:cohort],
-            )
-        elif self.fixed_positions and self.fixed_positions[0] < cohort:
-            prefixes, left = self.forced(cohort, bound, budget)
-            if left > 0:
-                self.take(lanes, prefixes, cohort, bound, left)
-            values = [sums[p] for sums, p in zip(self.sums, prefixes, strict=False)]
-            found = (
-                prefixes,
-                F.expected_tokens(values),
-                max(prefixes),
-                cohort + sum(prefixes),
-                bytes(prefixes),
-            )
-        else:
-            # no fixed lane in the cohort: the free slots are the whole allocation, and the
-            # cursor already holds its lane values, widest prefix and Σ prefix
-            cursor = self.read(lanes, cohort, bound, budget - cohort)
-            prefixes = list(cursor.free)
-            found = (
-                prefixes,
-                F.expected_tokens(cursor.values),
-                cursor.widest,
-                cohort + cursor.taken,
-                bytes(prefixes),
-            )
-        self.allocations[key] = found
-        return found
-
-    def take(
-        self, lanes: list[Lane], prefixes: list[int], cohort: int, bound: int, left: int
-    ) -> None:
-        """Lay the first ``left`` ranked free slots of the cohort under the bound over
-        ``prefixes`` (which hold the fixed lanes' forced takes)."""
-        for position, depth in enumerate(self.read(lanes, cohort, bound, left).free):
-            if depth:
-                prefixes[position] = depth
-
-    def read(self, lanes: list[Lane], cohort: int, bound: int, left: int) -> _Cursor:
-        """The (cohort, bound) cursor, moved to where it has taken ``left`` free slots (or
-        every one there is).
-
-        The slots a (cohort, bound) takes under a larger budget start with those it takes
-        under a smaller one (the same filtered ranking, read further), and a plan asks for
-        the ragged budgets of a cohort in increasing order: so one cursor per (cohort,
-        bound) reads the ranking once, however many budgets ask. A lane's slots come in
-        depth order, so taking (position, depth) sets its free prefix to ``depth`` and its
-        lane value to ``sums[position][depth]``; the cursor keeps both per lane, the count
-        taken (the Σ of the free prefixes) and the deepest slot taken (the widest prefix).
-        """
-        key = (cohort, bound)
-        cursor = self.cursors.get(key)
-        if cursor is None or cursor.taken > left:
-            cursor = self.cursors[key] = _Cursor(cohort)
-        taken = cursor.taken
-        if taken < left:
-            index, free, values, widest = cursor.index, cursor.free, cursor.values, cursor.widest
-            sums = self.sums
-            ranking = self.ranked(lanes)
-            end = len(ranking)
-            if bound >= MAX_DRAFT:  # every slot of the cohort's lanes qualifies
-                if cohort < self.size:
-                    ranking = self.cohort_ranking(lanes, cohort)
-                    end = len(ranking)
-                stop = index + left - taken
-                if stop > end:
-                    stop = end
-                for position, depth in ranking[index:stop]:
-                    free[position] = depth
-                    values[position] = sums[position][depth]
-                    if depth > widest:
-                        widest = depth
-                taken += stop - index
-                index = stop
-            else:
-                while index < end:
-                    position, depth = ranking[index]
-                    index += 1
-                    if position < cohort and depth <= bound:
-                        free[position] = depth
-                        values[position] = sums[position][depth]
-                        if depth > widest:
-                            widest = depth
-                        taken += 1
-                        if taken == left:
-                            break
-            cursor.index, cursor.taken, cursor.widest = index, taken, widest
-        return cursor
-
-
-class _Cursor:
-    """Where one (cohort, bound) stopped reading the ranking: the next index, the free
-    slots taken so far, each lane's free prefix and its lane value (1.0 at prefix 0), and
-    the deepest slot taken."""
-
-    __slots__ = ("free", "index", "taken", "values", "widest")
-
-    def __init__(self, cohort: int) -> None:
-        self.index = 0
-        self.taken = 0
-        self.free = [0] * cohort
-        self.values = [1.0] * cohort  # prefix_sums(curve)[0] is 1.0 for every lane
-        self.widest = 0
 
 
 class OptimizedScheduler(SchedulerCore):
@@ -640,7 +283,7 @@ class OptimizedScheduler(SchedulerCore):
         curves = [
             F.survival_curve(lane.state.trials, lane.state.accepts, alpha, weight) for lane in lanes
         ]
-        eligible = _eligible_columns(lanes, curves)
+        eligible = eligible_columns(lanes, curves)
         # check mode: the rows as the lanes are now (commit changes last_served)
         eligible_rows = (
             [
@@ -653,7 +296,7 @@ class OptimizedScheduler(SchedulerCore):
         credit_before = self.credit
         if not lanes and prefill is None:
             return empty_plan_record(plan=number, now=now, eligible=eligible, credit=self.credit)
-        context = _PlanContext(lanes, curves)
+        context = PlanContext(lanes, curves)
         durations: dict[tuple[int, int, int], int] = {}
         prefill_tokens = 0
         bonus = 0.0
@@ -784,12 +427,12 @@ class OptimizedScheduler(SchedulerCore):
                 pack_values("i", [pruned[cid] for cid in ids]),
             ],
             winner=winner_id,
-            probes=_probe_columns(probe_rows),
+            probes=probe_columns(probe_rows),
             probe=probe_index,
             refresh=refresh,
             credit_after=self.credit,
             round_=round_row,
-            lane_values=_lane_value_columns(lane_values),
+            lane_values=lane_value_columns(lane_values),
         )
         if self.check:
             # every table built column by column must be its rows' encoding, byte for byte
@@ -818,21 +461,23 @@ class OptimizedScheduler(SchedulerCore):
 
     def _candidates(
         self,
-        context: _PlanContext,
+        context: PlanContext,
         lanes: list[Lane],
         durations: dict[tuple[int, int, int], int],
         prefill_row: bool,
         prefill_tokens: int,
         bonus: float,
-    ) -> tuple[_Table, list[Any]]:
-        """The candidates in the reference's order, as a :class:`_Table` and as the
+    ) -> tuple[CandidateTable, list[Any]]:
+        """The candidates in the reference's order, as a :class:`CandidateTable` and as the
         record's typed columns."""
         params = self.params
         extra = F.prefill_cost(params, prefill_tokens) if prefill_tokens else 0
         if not lanes:  # the prefill-only round (a prefill row exists, or plan returned)
             expected = F.expected_tokens([])
             only: Shape = (F.RECT, 0, 0, 0, 0, 0, ([], expected, 0, 0, b""), 0)
-            table = _Table([only], 1, 0, [extra], [F.candidate_value(expected, bonus, extra)], [])
+            table = CandidateTable(
+                [only], 1, 0, [extra], [F.candidate_value(expected, bonus, extra)], []
+            )
             return table, pack_rows(CANDIDATES, table.rows())
         # Shapes (kind, cohort, bound, budget, b_pad, width, allocation, table estimate).
         shapes: list[Shape] = []
@@ -903,11 +548,11 @@ class OptimizedScheduler(SchedulerCore):
             all_durations += raised
             all_values += [value(e, bonus, d) for e, d in zip(e_of, raised, strict=True)]
         count = len(shapes)
-        table = _Table(shapes, count * halves, count, all_durations, all_values, groups)
-        return table, _candidate_columns(shapes, halves, all_durations, all_values)
+        table = CandidateTable(shapes, count * halves, count, all_durations, all_values, groups)
+        return table, candidate_columns(shapes, halves, all_durations, all_values)
 
     @staticmethod
-    def _prune(table: _Table) -> dict[int, int]:
+    def _prune(table: CandidateTable) -> dict[int, int]:
         """Candidate id -> id of the first candidate of its group that dominates it.
 
         The reference compares all pairs; only candidates of one (kind, cohort, prefill row)
@@ -947,7 +592,7 @@ class OptimizedScheduler(SchedulerCore):
 
     def _probes(
         self,
-        context: _PlanContext,
+        context: PlanContext,
         lanes: list[Lane],
         durations: dict[tuple[int, int, int], int],
         winner: list[Any],
@@ -1029,7 +674,7 @@ class OptimizedScheduler(SchedulerCore):
     # -- check mode ----------------------------------------------------------------------
     def _check_plan(
         self,
-        context: _PlanContext,
+        context: PlanContext,
         lanes: list[Lane],
         rows: list[list[Any]],
         budgets: list[int],
@@ -1152,7 +797,7 @@ class OptimizedScheduler(SchedulerCore):
 
     def _check_probes(
         self,
-        context: _PlanContext,
+        context: PlanContext,
         lanes: list[Lane],
         winner: list[Any],
         probe_rows: list[list[Any]],
