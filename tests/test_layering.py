@@ -253,6 +253,77 @@ def test_a_model_imports_no_other_model() -> None:
     assert wrong == []
 
 
+# What a model outside tracediff may import of the core: the modules docs/models.md lists
+# under "What a model may import". The second built-in model (kvbatch) and the toy model
+# of the tests are held to it, so a user's model can do whatever they do.
+MODEL_API = (
+    "tracediff.model",
+    "tracediff.models",
+    "tracediff.errors",
+    "tracediff.workload",
+    "tracediff.resources",
+    "tracediff.project.impls",
+    "tracediff.project.seeds",
+)
+# ... and for a model's own commands (DecisionModel.commands) only, the command line's
+# shared pieces.
+MODEL_COMMANDS_API = ("tracediff.cli.app", "tracediff.cli.params")
+
+TOY_MODEL = Path(__file__).resolve().parent / "toymodel" / "toy_model.py"
+
+
+def _beyond_the_model_api(imports: list[Import], model: str) -> list[str]:
+    wrong = []
+    for imp in imports:
+        imported = imp.imported
+        if imported == "tracediff" and imp.names:
+            imported = f"tracediff.{imp.names[0]}" if len(imp.names) == 1 else imported
+        if not imported.startswith("tracediff") or imported.startswith(model):
+            continue
+        allowed = MODEL_API + (MODEL_COMMANDS_API if MODEL_COMMANDS.match(imp.importer) else ())
+        private = [n for n in imp.names if n.startswith("_") and not n.endswith("__")]
+        if imported not in allowed or private:
+            wrong.append(f"{imp.importer} imports {imported} ({', '.join(imp.names)})")
+    return sorted(wrong)
+
+
+def test_kvbatch_uses_only_what_a_users_model_may_import() -> None:
+    """kvbatch was added with nothing in the core changed; it reaches the core only through
+    the documented model API, as a model in another distribution would."""
+    model = "tracediff.models.kvbatch"
+    imports = [imp for imp in _all_imports() if imp.importer.startswith(model)]
+    assert len(imports) > 20  # the scan sees the model
+    assert _beyond_the_model_api(imports, model) == []
+
+
+def test_the_toy_model_uses_only_the_model_api() -> None:
+    imports = list(_imports("toy_model", TOY_MODEL))
+    assert any(imp.imported == "tracediff.model" for imp in imports)
+    assert _beyond_the_model_api(imports, "toy_model") == []
+
+
+def test_the_model_api_is_the_one_the_docs_list() -> None:
+    docs = (PACKAGE.parent / "docs" / "models.md").read_text(encoding="utf-8")
+    section = docs.split("## What a model may import", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`(tracediff(?:\.[a-z_]+)*)`", section))
+    assert listed == set(MODEL_API + MODEL_COMMANDS_API)
+
+
+def test_the_model_api_check_refuses_the_core_beyond_it() -> None:
+    sample = [
+        Import("tracediff.models.x.a", "tracediff.running.runner", ("run_scenario",), False),
+        Import("tracediff.models.x.a", "tracediff.errors", ("_hidden",), False),
+        Import("tracediff.models.x.a", "tracediff.cli.params", ("impl_option",), False),
+        Import("tracediff.models.x.commands.b", "tracediff.cli.params", ("impl_option",), False),
+        Import("tracediff.models.x.a", "tracediff.model", ("Clause",), False),
+    ]
+    assert _beyond_the_model_api(sample, "tracediff.models.x") == [
+        "tracediff.models.x.a imports tracediff.cli.params (impl_option)",
+        "tracediff.models.x.a imports tracediff.errors (_hidden)",
+        "tracediff.models.x.a imports tracediff.running.runner (run_scenario)",
+    ]
+
+
 def test_torch_only_in_the_live_engine() -> None:
     assert _outside(("tracediff.models.specdec.live",), "torch") == []
 
