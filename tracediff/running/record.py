@@ -107,22 +107,34 @@ class Recording:
         self.header_sha256 = ""  # of the header payload: what scenario was run
 
     def __iter__(self) -> Iterator[tuple[int, Record, bytes]]:
-        for index, record in enumerate(self._source):
+        source = iter(self._source)
+        header = next(source, None)
+        if header is None:
+            return
+        payload = encode(header)
+        self.digest.add_header(payload)
+        self.header_sha256 = hashlib.sha256(payload).hexdigest()
+        self.records += 1
+        self.bytes += len(payload)
+        observer = self._observer
+        if observer is not None:
+            observer(0, header, payload)
+        yield 0, header, payload
+        add = self.digest.add_record
+        index = 0
+        for record in source:
+            index += 1
             payload = encode(record)
-            if index == 0:
-                self.digest.add_header(payload)
-                self.header_sha256 = hashlib.sha256(payload).hexdigest()
-            else:
-                self.digest.add_record(payload)
-                if record.get("t") == DECISION:
-                    self.plans += 1
-                    number = record.get("plan")
-                    if isinstance(number, int):
-                        self.last_plan = number
+            add(payload)
+            if record.get("t") == DECISION:
+                self.plans += 1
+                number = record.get("plan")
+                if isinstance(number, int):
+                    self.last_plan = number
             self.records += 1
             self.bytes += len(payload)
-            if self._observer is not None:
-                self._observer(index, record, payload)
+            if observer is not None:
+                observer(index, record, payload)
             yield index, record, payload
 
     def hexdigest(self) -> str:

@@ -58,7 +58,11 @@ class BodyDigest:
         if not self._has_header:
             raise ValueError("BodyDigest needs the header before any record")
         self._records += 1
-        self._add(payload)
+        data = BODY_LENGTH.pack(len(payload)) + payload
+        if len(data) <= _HASH_PIECE:  # most records: one update, no call of _add
+            self._hash.update(data)
+        else:
+            self._add(payload)
 
     def _add(self, payload: bytes) -> None:
         # One update of length and payload together (a second call costs more than copying),

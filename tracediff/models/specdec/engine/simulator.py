@@ -33,6 +33,11 @@ class SimulatedEngine:
         self.specs: dict[int, RequestSpec] = {r.id: r for r in scenario.requests}
         self.generated = {r.id: 0 for r in scenario.requests}
         self.finished = {r.id: False for r in scenario.requests}
+        # the generated count at which a request finishes: max_new, or its stop if earlier
+        self.limits = {
+            r.id: r.max_new if r.stop_at < 0 else min(r.max_new, r.stop_at)
+            for r in scenario.requests
+        }
         self.copy_span: dict[int, int] = {}  # copy lanes: tokens left in the matched span
         self.copy_misses: dict[int, int] = {}  # copy lanes: rounds left with nothing to offer
         self.offers = {r.id: self._next_offer(r, 0) for r in scenario.requests}
@@ -67,16 +72,16 @@ class SimulatedEngine:
     def complete_next(self) -> dict[str, Any]:
         """Finish the oldest round: the completion event, in trace-record form."""
         end, duration, plan, round_row = self.in_flight.popleft()
-        lanes_out = [
-            self._lane_result(plan, request, prefix, alloc)
-            for request, _slot, prefix, alloc in round_row[6]
-        ]
+        lane_result = self._lane_result
         return {
             "t": "completion",
             "now": end,
             "round": plan,
             "observed_us": duration,
-            "lanes": lanes_out,
+            "lanes": [
+                lane_result(plan, request, prefix, alloc)
+                for request, _slot, prefix, alloc in round_row[6]
+            ],
         }
 
     # -- truth -----------------------------------------------------------------------------
@@ -184,7 +189,7 @@ class SimulatedEngine:
         finished = self.finished[request]
         if not finished:
             tokens = 1 + accepted
-            limit = spec.max_new if spec.stop_at < 0 else min(spec.max_new, spec.stop_at)
+            limit = self.limits[request]
             generated = self.generated[request]
             if generated + tokens >= limit:
                 tokens = limit - generated
@@ -193,7 +198,7 @@ class SimulatedEngine:
         if spec.proposer == "copy":
             offer = self.offers[request] = self._copy_after(spec, plan, verified, accepted)
         else:
-            offer = self.offers[request] = MAX_DRAFT
+            offer = MAX_DRAFT  # an mtp lane always offers every depth (its entry stays so)
         return [request, verified, accepted, tokens, finished, offer]
 
     def _check(self, plan: int, round_row: Any) -> None:

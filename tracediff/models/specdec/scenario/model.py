@@ -7,11 +7,10 @@ replays without the generator, and it round-trips through ``to_dict``/``from_dic
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tracediff.errors import ScenarioError
 from tracediff.models.specdec.scenario.fields import FieldError, fields_of
@@ -170,8 +169,13 @@ class Scenario:
         data = {
             "profile": self.profile,
             "seed": self.seed,
-            "params": _plain(dataclasses.asdict(self.params)),
-            "truth": dataclasses.asdict(self.truth),
+            # params and truth hold numbers, strings, bools and tuples of ints only: the
+            # fields read as they are (asdict's deepcopy per field gives the same values)
+            "params": {
+                k: _plain(v)
+                for k, v in zip(_PARAMS_FIELDS, _params_values(self.params), strict=True)
+            },
+            "truth": dict(zip(_TRUTH_FIELDS, _truth_values(self.truth), strict=True)),
             # every RequestSpec field is a number, string or bool: no copy needed, and the
             # generic dataclasses.asdict (a deepcopy per field) was most of a header's cost
             "requests": [
@@ -324,6 +328,10 @@ _TOP_KEYS = frozenset(f.name for f in dataclasses.fields(_Top))
 
 _REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(RequestSpec))
 _request_values = operator.attrgetter(*_REQUEST_FIELDS)
+_PARAMS_FIELDS = tuple(f.name for f in dataclasses.fields(SchedulerParams))
+_params_values = operator.attrgetter(*_PARAMS_FIELDS)
+_TRUTH_FIELDS = tuple(f.name for f in dataclasses.fields(EngineTruth))
+_truth_values = operator.attrgetter(*_TRUTH_FIELDS)
 
 
 def _plain(value: Any) -> Any:
@@ -335,13 +343,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_T = TypeVar("_T")
+
+
 def private_copy(scenario: Scenario) -> Scenario:
     """A copy of ``scenario`` that shares no object another holder could change: every
     dataclass in it is copied (an implementation may ``object.__setattr__`` a frozen one);
     the rest (numbers, strings, tuples of them) cannot change. Cheaper than ``deepcopy``,
     which matters: the runner makes two per implementation."""
-    mine = copy.copy(scenario)
-    object.__setattr__(mine, "params", copy.copy(scenario.params))
-    object.__setattr__(mine, "truth", copy.copy(scenario.truth))
-    object.__setattr__(mine, "requests", tuple(copy.copy(r) for r in scenario.requests))
+    mine = _clone(scenario)
+    object.__setattr__(mine, "params", _clone(scenario.params))
+    object.__setattr__(mine, "truth", _clone(scenario.truth))
+    object.__setattr__(mine, "requests", tuple(map(_clone, scenario.requests)))
     return mine
+
+
+def _clone(value: _T) -> _T:
+    """A shallow copy of a (frozen) dataclass instance: what ``copy.copy`` makes, without
+    its generic ``__reduce_ex__`` round (a scenario of 64 requests is copied twice per
+    implementation per run)."""
+    twin = object.__new__(type(value))
+    twin.__dict__.update(value.__dict__)
+    return twin

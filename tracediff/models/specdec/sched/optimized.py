@@ -140,6 +140,7 @@ from tracediff.models.specdec.sched.allocations import Allocation, PlanContext
 from tracediff.models.specdec.sched.core import (
     DECODING,
     DRAINING,
+    RETIRED,
     Lane,
     RequestState,
     SchedulerCore,
@@ -256,6 +257,58 @@ class OptimizedScheduler(SchedulerCore):
             if mine != scanned:
                 self._fault("requests ready to retire", mine, scanned)
         return states
+
+    # -- completion ------------------------------------------------------------------------
+    def complete(self, event: dict[str, Any], now: int) -> list[int]:
+        """``SchedulerCore.complete`` with its per-round work done once: the same state
+        changes in the same order, with the same integer arithmetic (the table update is
+        ``formulas.updated_estimate``; the observed time loses the prefill's prior cost),
+        and retirement looked for among the round's own requests (``retire_candidates``)."""
+        submitted = self.submitted.pop(event["round"])
+        requests = self.requests
+        release = self._release_advance
+        lanes = submitted.lanes
+        for lane, result in zip(lanes, event["lanes"], strict=True):
+            _request_id, verified, accepted, tokens, finished, offer = result
+            state = requests[lane.request]
+            generated = state.generated = state.generated + tokens
+            if verified:
+                trials = state.trials
+                for k in range(verified):
+                    trials[k] += 1
+            if accepted:
+                accepts = state.accepts
+                for k in range(accepted):
+                    accepts[k] += 1
+            state.pending_count -= 1
+            release(state, 1 + lane.prefix)
+            state.offer = offer
+            if state.phase == DECODING and (finished or generated >= state.spec.max_new):
+                state.phase = DRAINING
+        prefill_request = submitted.prefill_request
+        if prefill_request >= 0:
+            state = requests[prefill_request]
+            state.prefill_in_flight = False
+            state.prefilled += submitted.prefill_tokens
+            if state.prefilled >= state.spec.prompt_len:
+                state.phase = DECODING
+        if lanes:
+            observed = event["observed_us"]
+            if prefill_request >= 0:
+                observed -= F.prefill_cost(self.params, submitted.prefill_tokens)
+            key = (submitted.kind, submitted.b_pad, submitted.width)
+            estimate = self.table_estimate(*key)
+            self.table[key] = [F.updated_estimate(estimate, observed if observed > 1 else 1), now]
+        retired = []
+        for state in self.retire_candidates(submitted):
+            if state.phase == DRAINING and state.pending_count == 0:
+                state.phase = RETIRED
+                self.free_slots.append(state.slot)
+                self.free_slots.sort()
+                retired.append(state.spec.id)
+        if len(retired) > 1:
+            retired.sort()
+        return retired
 
     # -- pending advance ---------------------------------------------------------------
     def pending_advance(self, state: RequestState) -> int:
