@@ -70,18 +70,57 @@ class SimulatedEngine:
         return self.in_flight[0][0] if self.in_flight else None
 
     def complete_next(self) -> dict[str, Any]:
-        """Finish the oldest round: the completion event, in trace-record form."""
+        """Finish the oldest round: the completion event, in trace-record form.
+
+        Each lane's result, in round order: the verified count (the prefix, at most what
+        the proposer offered; a device lane may be truncated below its ceiling), the
+        accepted run (depth by depth while the draw falls below the true acceptance), the
+        tokens it generated (1 + accepted, up to its limit), whether it finished, and the
+        proposer's next offer. The per-round state is read once (several lanes a round)."""
         end, duration, plan, round_row = self.in_flight.popleft()
-        lane_result = self._lane_result
+        seed, truth = self.seed, self.truth
+        specs, offers, finished_of = self.specs, self.offers, self.finished
+        generated_of, limits, acceptance_of = self.generated, self.limits, self.acceptance
+        lanes_out = []
+        for request, _slot, prefix, alloc in round_row[6]:
+            spec = specs[request]
+            offer = offers[request]
+            verified = prefix if prefix < offer else offer
+            if (
+                alloc == DEVICE
+                and verified > 0
+                and rng.chance(seed, "truncate", truth.device_truncation, request, plan)
+            ):
+                verified = rng.randint(seed, "truncate-to", 0, verified - 1, request, plan)
+            accepted = 0
+            if verified:
+                acceptance = acceptance_of.get(request)
+                if acceptance is None:
+                    acceptance = acceptance_of[request] = [
+                        self._acceptance(spec, depth) for depth in range(1, MAX_DRAFT + 1)
+                    ]
+                accepted = rng.leading_below(seed, "accept", request, plan, acceptance, verified)
+            tokens = 0
+            finished = finished_of[request]
+            if not finished:
+                tokens = 1 + accepted
+                limit = limits[request]
+                generated = generated_of[request]
+                if generated + tokens >= limit:
+                    tokens = limit - generated
+                    finished = finished_of[request] = True
+                generated_of[request] = generated + tokens
+            if spec.proposer == "copy":
+                offer = offers[request] = self._copy_after(spec, plan, verified, accepted)
+            else:
+                offer = MAX_DRAFT  # an mtp lane always offers every depth (its entry stays so)
+            lanes_out.append([request, verified, accepted, tokens, finished, offer])
         return {
             "t": "completion",
             "now": end,
             "round": plan,
             "observed_us": duration,
-            "lanes": [
-                lane_result(plan, request, prefix, alloc)
-                for request, _slot, prefix, alloc in round_row[6]
-            ],
+            "lanes": lanes_out,
         }
 
     # -- truth -----------------------------------------------------------------------------
@@ -164,42 +203,6 @@ class SimulatedEngine:
             )
             return 0
         return self._start_copy(spec, plan)
-
-    def _lane_result(self, plan: int, request: int, prefix: int, alloc: int) -> list[Any]:
-        spec = self.specs[request]
-        offer = self.offers[request]
-        verified = prefix if prefix < offer else offer
-        seed = self.seed
-        if (
-            alloc == DEVICE
-            and verified > 0
-            and rng.chance(seed, "truncate", self.truth.device_truncation, request, plan)
-        ):
-            verified = rng.randint(seed, "truncate-to", 0, verified - 1, request, plan)
-        accepted = 0
-        if verified:
-            acceptance = self.acceptance.get(request)
-            if acceptance is None:
-                acceptance = self.acceptance[request] = [
-                    self._acceptance(spec, depth) for depth in range(1, MAX_DRAFT + 1)
-                ]
-            # depth by depth while the draw falls below the true acceptance
-            accepted = rng.leading_below(seed, "accept", request, plan, acceptance, verified)
-        tokens = 0
-        finished = self.finished[request]
-        if not finished:
-            tokens = 1 + accepted
-            limit = self.limits[request]
-            generated = self.generated[request]
-            if generated + tokens >= limit:
-                tokens = limit - generated
-                finished = self.finished[request] = True
-            self.generated[request] = generated + tokens
-        if spec.proposer == "copy":
-            offer = self.offers[request] = self._copy_after(spec, plan, verified, accepted)
-        else:
-            offer = MAX_DRAFT  # an mtp lane always offers every depth (its entry stays so)
-        return [request, verified, accepted, tokens, finished, offer]
 
     def _check(self, plan: int, round_row: Any) -> None:
         """Refuse a malformed round: a broken scheduler is a finding, not a crash."""
