@@ -50,8 +50,8 @@ def _digest(seed: int, tag: str, parts: tuple[int, ...]) -> int:
     return value
 
 
-# uniform, randint and chance repeat _digest's body: a draw is a few C calls, and the
-# simulated engine makes several per lane per round, so a call frame less is a fifth less.
+# uniform repeats _digest's body: a draw is a few C calls, and the simulated engine makes
+# several per lane per round, so a call frame less is a fifth less.
 def uniform(seed: int, tag: str, *parts: int) -> float:
     """A float in [0, 1) determined by (seed, tag, parts)."""
     state = _SEEDED.get(seed) or _seeded(seed)
@@ -72,16 +72,8 @@ def randint(seed: int, tag: str, low: int, high: int, *parts: int) -> int:
 
 
 def chance(seed: int, tag: str, probability: float, *parts: int) -> bool:
-    """True with the given probability, determined by (seed, tag, parts): the same draw as
-    ``uniform(seed, tag, *parts) < probability``."""
-    state = _SEEDED.get(seed) or _seeded(seed)
-    key = _TAGS.get(tag) or _tag(tag)
-    arity = len(parts)
-    pack = _PARTS[arity] if arity < len(_PARTS) else struct.Struct(f">{arity}q").pack
-    hasher = state.copy()
-    hasher.update(pack(*parts) + key)
-    drawn: float = _U64(hasher.digest())[0] * _SCALE
-    return drawn < probability
+    """True with the given probability, determined by (seed, tag, parts)."""
+    return uniform(seed, tag, *parts) < probability
 
 
 def leading_below(

@@ -143,8 +143,13 @@ class SchedulerCore:
             key = (submitted.kind, submitted.b_pad, submitted.width)
             estimate = self.table_estimate(*key)
             self.table[key] = [F.updated_estimate(estimate, max(observed, 1)), now]
+        return self.retire_drained(submitted)
+
+    def retire_drained(self, completed: SubmittedRound) -> list[int]:
+        """Retire the drained requests with no lane in flight after ``completed`` (their
+        slots freed); their ids, ascending."""
         retired = []
-        for state in self.retire_candidates(submitted):
+        for state in self.retire_candidates(completed):
             if state.phase == DRAINING and state.pending_count == 0:
                 state.phase = RETIRED
                 self.free_slots.append(state.slot)

@@ -140,7 +140,6 @@ from tracediff.models.specdec.sched.allocations import Allocation, PlanContext
 from tracediff.models.specdec.sched.core import (
     DECODING,
     DRAINING,
-    RETIRED,
     Lane,
     RequestState,
     SchedulerCore,
@@ -299,16 +298,7 @@ class OptimizedScheduler(SchedulerCore):
             key = (submitted.kind, submitted.b_pad, submitted.width)
             estimate = self.table_estimate(*key)
             self.table[key] = [F.updated_estimate(estimate, observed if observed > 1 else 1), now]
-        retired = []
-        for state in self.retire_candidates(submitted):
-            if state.phase == DRAINING and state.pending_count == 0:
-                state.phase = RETIRED
-                self.free_slots.append(state.slot)
-                self.free_slots.sort()
-                retired.append(state.spec.id)
-        if len(retired) > 1:
-            retired.sort()
-        return retired
+        return self.retire_drained(submitted)
 
     # -- pending advance ---------------------------------------------------------------
     def pending_advance(self, state: RequestState) -> int:
