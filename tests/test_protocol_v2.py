@@ -6,6 +6,7 @@ one request at a time. Version 1 keeps working on either side.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,33 @@ def test_a_step_that_cannot_be_written_fails_its_first_call_not_the_announcement
     scheduler.begin_step(5, [], 2)  # the driver's announcement never raises
     with pytest.raises(external.ExternalFault, match="before reading the 'plan' request"):
         scheduler.plan(5)  # counted as the plan that failed, as under version 1
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux and two CPUs",
+)
+def test_a_worker_and_its_process_share_one_cpu_while_it_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    monkeypatch.setenv(external.PIN_ENV, "1")
+    scheduler = ExecFactory("served", SERVE)(_quick(0))
+    pid = scheduler.process.popen.pid
+    try:
+        mine = os.sched_getaffinity(0)
+        free = [cpu for cpu in allowed if (claim := external._claim(cpu)) and not claim.close()]
+        if len(mine) == 1:  # pinned to a CPU it claimed, which its process shares
+            assert os.sched_getaffinity(pid) == mine and not set(free) & mine
+        else:  # other workers hold every CPU: nothing pinned
+            assert mine == allowed and not free
+    finally:
+        scheduler.process.close()
+    assert os.sched_getaffinity(0) == allowed  # the last process closed: the CPU set back
+    monkeypatch.setenv(external.PIN_ENV, "0")
+    unpinned = ExecFactory("served", SERVE)(_quick(0))
+    try:
+        assert os.sched_getaffinity(0) == allowed
+        assert os.sched_getaffinity(unpinned.process.popen.pid) == allowed
+    finally:
+        unpinned.process.close()

@@ -32,6 +32,7 @@ import select
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -73,6 +74,9 @@ EXIT_CHECK_S = 0.25  # while waiting for a reply, how often to check that the pr
 # overrides it.
 REPLY_TIMEOUT_S = 60.0
 _SHUTDOWN_WAIT_S = 1.0
+# TRACEDIFF_EXEC_PIN=0 leaves the worker and its implementation processes where the kernel
+# puts them (see _Pin).
+PIN_ENV = "TRACEDIFF_EXEC_PIN"
 
 
 class ExternalFault(SchedulerFault):
@@ -160,6 +164,96 @@ def _chose_nothing(reply: dict[str, Any]) -> bool:
     return not isinstance(record, dict) or record.get("round") is None
 
 
+class _Pin:
+    """One CPU for this worker and its implementation processes, while any is running.
+
+    The harness and the implementation take turns (a step's requests, then its replies):
+    only one of them runs at a time. On different CPUs every turn is a wake-up of an idle
+    CPU, which on a virtual machine costs more than the turn's work (tracediff's quick
+    golden check through the Rust port: about twice the time). So the first implementation
+    process a worker starts pins the worker to the CPU it is on, if that CPU is not claimed
+    by another tracediff worker, else to the first unclaimed CPU it may use, and the process
+    inherits the pin. A claim is an abstract Unix socket named after the CPU, released by
+    the kernel when its process ends: two workers of ``-j 2`` take a CPU each. With no CPU
+    left to claim, on one allowed CPU, off Linux or with ``TRACEDIFF_EXEC_PIN=0`` nothing
+    is pinned. The worker's own CPU set comes back when its last process is closed; a
+    forked child starts from it too.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.saved: set[int] | None = None  # the CPUs this process may use unpinned
+        self.claim: socket.socket | None = None
+
+    def take(self) -> None:
+        if self.pid != os.getpid():
+            self.forked()
+        if self.saved is not None or os.environ.get(PIN_ENV, "1") == "0":
+            return
+        if not hasattr(os, "sched_setaffinity") or not hasattr(socket, "AF_UNIX"):
+            return
+        try:
+            allowed = os.sched_getaffinity(0)
+            if len(allowed) < 2:
+                return
+            here = _current_cpu()
+            order = ([here] if here in allowed else []) + sorted(allowed - {here})
+            for cpu in order:
+                claim = _claim(cpu)
+                if claim is not None:
+                    os.sched_setaffinity(0, {cpu})
+                    self.saved, self.claim = allowed, claim
+                    return
+        except OSError:
+            return
+
+    def release(self) -> None:
+        if self.pid != os.getpid():
+            self.forked()
+        if self.saved is None:
+            return
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, self.saved)
+        self._drop()
+
+    def forked(self) -> None:
+        """In a child forked while pinned: the parent's CPU set back, not its claim."""
+        self.pid = os.getpid()
+        if self.saved is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, self.saved)
+        self._drop()
+
+    def _drop(self) -> None:
+        if self.claim is not None:
+            self.claim.close()
+        self.saved, self.claim = None, None
+
+
+def _current_cpu() -> int:
+    """The CPU this process runs on (field 39 of /proc/self/stat); -1 when unknown."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _claim(cpu: int) -> socket.socket | None:
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(f"\0tracediff-exec-cpu-{cpu}")
+    except OSError:
+        claim.close()
+        return None
+    return claim
+
+
+_PIN = _Pin()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_PIN.forked)
+
+
 class ExternalProcess:
     """One running implementation process and its pipes."""
 
@@ -172,6 +266,7 @@ class ExternalProcess:
         self.version = 0
         self._buffer = bytearray()
         self._ahead: deque[Ahead] = deque()  # replies due to requests sent ahead, in order
+        _PIN.take()  # before the start: the process inherits the pin
         try:
             self.popen = subprocess.Popen(
                 argv,
@@ -182,6 +277,7 @@ class ExternalProcess:
                 close_fds=True,
             )
         except OSError as exc:
+            _unpin_if_idle()
             reason = exc.strerror or exc
             raise ExternalFault(f"{name}: cannot start {argv[0]!r}: {reason}") from None
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
@@ -460,9 +556,17 @@ class ExternalProcess:
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
+        _unpin_if_idle()
 
 
 _LIVE: set[ExternalProcess] = set()
+
+
+def _unpin_if_idle() -> None:
+    """The worker's CPU set back once none of its implementation processes is left."""
+    me = os.getpid()
+    if not any(process.owner == me for process in _LIVE):
+        _PIN.release()
 
 
 def live_pids() -> frozenset[int]:
