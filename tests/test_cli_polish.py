@@ -151,3 +151,33 @@ def test_the_run_summary_reports_what_simulation_costs_beside_plan(tmp_path: Pat
     assert "simulation and driver (share of plan() time)" in result.output
     share = json.loads(out.read_text())["simulation_share"]
     assert isinstance(share, float) and share >= 0.0  # driving includes plan(), never less
+
+
+def test_the_command_line_imports_only_the_command_it_runs() -> None:
+    # Worker processes started from the console script import the command line again: a
+    # command's module (and what it needs, Hypothesis for fuzz) loads only when it runs.
+    script = (
+        "import sys\n"
+        "from tracediff.cli import main\n"
+        "from tracediff.cli.app import COMMANDS\n"
+        "loaded = lambda: {m for m in sys.modules if m.startswith('tracediff.cli.')}\n"
+        "assert loaded() == {'tracediff.cli.app'}, loaded()\n"
+        "try:\n"
+        "    main(['impls'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "assert 'tracediff.cli.impls' in loaded(), loaded()\n"
+        "assert not {'tracediff.cli.fuzz', 'tracediff.cli.campaign'} & loaded(), loaded()\n"
+        "assert 'hypothesis' not in sys.modules\n"
+        "print(len(COMMANDS))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) >= 16
+    # every listed name is a command its module defines, and every command is listed
+    ctx = click.Context(main)
+    for name in main.list_commands(ctx):
+        assert main.get_command(ctx, name) is not None, name
+    assert set(main.commands) <= set(main.list_commands(ctx))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,6 +344,27 @@ def get(name: str | None = None) -> DecisionModel:
 _REQUIRED: Sequence[str] = tuple(
     n for n in DecisionModel.__dict__ if not n.startswith("_")
 ) + tuple(DecisionModel.__annotations__)
+
+
+def worker_modules() -> tuple[str, ...]:
+    """What a worker process should import before its first task (the local executor's fork
+    server does, once): for every model this process has loaded, its module and the
+    modules it names in its optional ``worker_modules`` (its driver, engine, schema and
+    built-in implementations). A model that names none has them imported by each worker
+    when its first task needs them."""
+    found: list[str] = []
+    for name, target in sorted(_entry_points().items()):
+        module = target.partition(":")[0]
+        if module not in sys.modules:
+            continue  # not loaded here: no command of this process uses it
+        try:
+            model = get(name)
+        except UsageError:
+            continue
+        found.append(module)
+        extra = getattr(model, "worker_modules", ())
+        found.extend(m for m in extra if isinstance(m, str))
+    return tuple(dict.fromkeys(found))
 
 
 def of(scenario: Any) -> DecisionModel:

@@ -6,30 +6,13 @@ what to do; ``--debug`` shows the traceback instead.
 
 Only this package (and a model's own ``commands``) imports click. One module per command,
 named after it (a group, golden or campaign, keeps its subcommands), adds it to the group in
-``app``; the parameter types and option bundles they share are ``params``. The default
-model's own commands (``tracediff bench``, ``tracediff live`` for specdec) are added lazily,
-by name (``app.TracediffGroup``).
+``app`` when it is imported; the parameter types and option bundles they share are
+``params``. A command's module is imported when that command is run or its help shown
+(``app.COMMANDS``), and so are the default model's own commands (``tracediff bench``,
+``tracediff live`` for specdec): ``tracediff golden check`` loads no fuzzer, campaign or
+shrinker, and neither does each worker process, which imports the command line again.
 """
 
-# Importing the command modules registers their commands.
-from tracediff.cli import (  # noqa: F401
-    campaign,
-    coverage,
-    diff,
-    fuzz,
-    gate,
-    golden,
-    impls,
-    init,
-    models,
-    record,
-    replay,
-    run,
-    selfcheck,
-    show,
-    shrink,
-    upgrade,
-)
 from tracediff.cli.app import main
 
 __all__ = ["main"]

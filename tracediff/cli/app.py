@@ -128,6 +128,27 @@ def _model_first(args: list[str]) -> list[str]:
     return chosen + rest
 
 
+# The core's commands, each defined in the module tracediff.cli.NAME (imported on demand).
+COMMANDS = (
+    "campaign",
+    "coverage",
+    "diff",
+    "fuzz",
+    "gate",
+    "golden",
+    "impls",
+    "init",
+    "models",
+    "record",
+    "replay",
+    "run",
+    "selfcheck",
+    "show",
+    "shrink",
+    "upgrade",
+)
+
+
 class TracediffGroup(_HelpGroup):
     """Maps every failure to one line on stderr and an exit code (no traceback):
 
@@ -151,17 +172,20 @@ class TracediffGroup(_HelpGroup):
         except click.UsageError as exc:
             _fail_usage(exc)
 
-    # The default model's own commands (DecisionModel.commands) are listed beside the core's
-    # and imported only when one is run or its help shown: ``import tracediff.cli`` loads no
-    # model. A core command of the same name wins.
+    # The core's commands (COMMANDS) and the default model's own (DecisionModel.commands) are
+    # listed by name and imported only when one is run or its help shown: ``import
+    # tracediff.cli`` loads no command and no model. A core command of the same name wins.
     def list_commands(self, ctx: click.Context) -> list[str]:
         try:
             extra = model_commands()
         except UsageError:  # a broken default model: its commands fail when run, not --help
             extra = {}
-        return sorted({*self.commands, *extra})
+        return sorted({*self.commands, *COMMANDS, *extra})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            # the module's decorator adds the command to this group
+            importlib.import_module(f"tracediff.cli.{cmd_name}")
         command = super().get_command(ctx, cmd_name)
         if command is None:
             target = model_commands().get(cmd_name)

@@ -85,7 +85,6 @@ START_ATTEMPTS = 4
 # The exit status multiprocessing gives a forkserver worker whose status never came: the
 # fork server that would have reported it is gone.
 FORKSERVER_LOST = 255
-_PRELOAD = ["tracediff.running.runner"]
 
 
 class WorkerStop(HarnessSignal):
@@ -119,6 +118,7 @@ class LocalPool(Executor):
         self._jobs = max(1, jobs)
         self._memory_limit_mb = memory_limit_mb
         self._context = _context()
+        _start_fork_server(self._context)
         self._slots: list[_Slot] = []
         self._stack_dir: Path | None = None
         self._started = 0
@@ -422,9 +422,38 @@ def _context() -> BaseContext:
     methods = mp.get_all_start_methods()
     if "forkserver" in methods:
         context = mp.get_context("forkserver")
-        context.set_forkserver_preload(_PRELOAD)
+        context.set_forkserver_preload(_preload())
         return context
     return mp.get_context("spawn")
+
+
+def _preload() -> list[str]:
+    """What the fork server imports before it forks workers, so that a worker is forked
+    with it instead of importing it on its first task: the run and digest primitives, what
+    the loaded models name for their workers (tracediff.model.worker_modules), and, when
+    this process is the command line, its package (a worker started from a console script
+    imports the script again, and with it the command line). Only what runs scenarios: a
+    module that imports deepdiff (the explanations) takes a worker's address space from
+    about 30 MB to a gigabyte, past many a --memory-limit. The server starts once per
+    process: what it lacks, a worker imports when it needs it."""
+    from tracediff import model as models
+
+    names = ["tracediff.running.runner", "tracediff.golden.digest"]
+    if "tracediff.cli" in sys.modules:
+        names.append("tracediff.cli")
+    return [*names, *models.worker_modules()]
+
+
+def _start_fork_server(context: BaseContext) -> None:
+    """Start the fork server now, not at the first worker: it imports its modules while
+    this process goes on (generating the scenarios, reading manifests). Best effort: a
+    server that cannot start is started, or reported, by the first worker's start."""
+    if context.get_start_method() != "forkserver":
+        return
+    with contextlib.suppress(Exception):
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
 
 
 def _readable(conn: Connection) -> bool:

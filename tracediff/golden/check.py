@@ -177,7 +177,11 @@ class GoldenOutcome:
         }
 
 
-def profile_scenarios(profile_name: str) -> tuple[str, list[Scenario]]:
+def profile_scenarios(
+    profile_name: str, seeds: Sequence[int] | None = None
+) -> tuple[str, list[Scenario]]:
+    """The profile's name and its scenarios, in its seed order; with ``seeds``, only those
+    of them (the others are not generated)."""
     from tracediff.project import current_model
 
     model = current_model()
@@ -186,7 +190,9 @@ def profile_scenarios(profile_name: str) -> tuple[str, list[Scenario]]:
     profile = load_profile(model, profile_name)
     if not profile.seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; golden needs its seed set")
-    return profile.name, [model.generate(profile, seed) for seed in profile.seeds]
+    wanted = None if seeds is None else set(seeds)
+    chosen = [seed for seed in profile.seeds if wanted is None or seed in wanted]
+    return profile.name, [model.generate(profile, seed) for seed in chosen]
 
 
 def check(
@@ -220,7 +226,7 @@ def check(
     on ``executor`` (else worker processes when ``jobs`` > 1, else this process).
     """
     started = time.perf_counter()
-    name, scenarios = profile_scenarios(profile_name)
+    name, scenarios = profile_scenarios(profile_name, seeds)
     path = manifest_path(golden_dir, name)
     if not path.exists():
         return GoldenOutcome(
@@ -237,7 +243,6 @@ def check(
     expected = manifest.by_seed
     if seeds is not None:
         wanted = set(seeds)
-        scenarios = [s for s in scenarios if s.seed in wanted]
         expected = {seed: entry for seed, entry in expected.items() if seed in wanted}
     compare_as = equivalence or Equivalence()
     within_ulps: list[tuple[int, int, int]] = []

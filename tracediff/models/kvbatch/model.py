@@ -42,6 +42,12 @@ class KVBatchModel(BaseModel):
     }
     spec = coverage.SPEC
     commands: Mapping[str, str] = {"bench": "tracediff.models.kvbatch.commands.bench:bench"}
+    # what a worker imports before its first scenario (tracediff.model.worker_modules)
+    worker_modules: tuple[str, ...] = (
+        "tracediff.models.kvbatch.scenario",
+        "tracediff.models.kvbatch.reference",
+        "tracediff.models.kvbatch.optimized",
+    )
     informational = coverage.INFORMATIONAL
 
     # -- scenarios

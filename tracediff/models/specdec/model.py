@@ -207,6 +207,16 @@ class SpecDecModel:
 
         return observed_coverage(scenario, impl, self.private_copy)
 
+    # What a worker imports before its first scenario (tracediff.model.worker_modules): the
+    # driver, the engine, the schema, the built-in schedulers and the exec: adapter.
+    worker_modules: tuple[str, ...] = (
+        "tracediff.models.specdec.engine.driver",
+        "tracediff.models.specdec.schema",
+        "tracediff.models.specdec.sched.reference",
+        "tracediff.models.specdec.sched.optimized",
+        "tracediff.models.specdec.external",
+    )
+
     # -- commands --------------------------------------------------------------------
     # specdec's own: the plan() timing table and the torch engine (imported when invoked)
     commands: Mapping[str, str] = {
