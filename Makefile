@@ -8,7 +8,12 @@ JOBS ?=
 
 .PHONY: setup run test lint typecheck bench coverage native fuzz-long gate docs live-setup clean
 
+# The package's bytecode, written here because imports read it even where
+# PYTHONDONTWRITEBYTECODE=1 is set (as on the CI machine), which otherwise has every process
+# (the command, its fork server, each worker, each test's subprocess) compile every module
+# from source: about 0.15 s each. Only what changed is compiled again.
 setup: $(STAMP)
+	@$(BIN)/python -m compileall -q tracediff
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

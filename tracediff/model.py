@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import inspect
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -332,13 +333,22 @@ def get(name: str | None = None) -> DecisionModel:
         raise UsageError(
             f"model {wanted!r}: cannot load {target}: {type(exc).__name__}: {exc}"
         ) from None
-    missing = [m for m in _REQUIRED if not hasattr(obj, m)]
+    missing = [m for m in _REQUIRED if not _has(obj, m)]
     if missing:
         raise UsageError(
             f"model {wanted!r} ({target}) lacks {', '.join(missing)}; a model implements "
             "tracediff.model.DecisionModel (docs/models.md)"
         )
     return obj  # type: ignore[no-any-return]
+
+
+_ABSENT = object()
+
+
+def _has(obj: Any, name: str) -> bool:
+    # statically first: hasattr would run a property (features, clauses), which may import a
+    # model's heaviest modules (its coverage) in every process that loads the model
+    return inspect.getattr_static(obj, name, _ABSENT) is not _ABSENT or hasattr(obj, name)
 
 
 _REQUIRED: Sequence[str] = tuple(
