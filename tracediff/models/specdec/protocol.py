@@ -66,8 +66,15 @@ def message_length(prefix: bytes) -> int:
     return int(length)
 
 
+# The reply to every arrival, as every implementation encodes it (one fixmap, one fixstr
+# each): recognised by its bytes, not decoded.
+_OK_PAYLOAD: Final = encode({"type": OK})
+
+
 def parse(payload: bytes) -> dict[str, Any]:
     """Decode one payload into a message map with a string ``type``."""
+    if payload == _OK_PAYLOAD:  # the reply to every arrival: nothing to decode
+        return {"type": OK}
     try:
         value = decode(payload, path="message")
     except Exception as exc:  # noqa: BLE001 - TraceFormatError; the text is what matters
