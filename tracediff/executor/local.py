@@ -444,6 +444,13 @@ def _preload() -> list[str]:
     return [*names, *models.worker_modules()]
 
 
+def warm_up() -> None:
+    """Start the fork server now, with what workers need (:func:`_preload`), before any pool
+    opens: a command that will run scenarios calls it first, so that the server's imports
+    overlap the command's own start. Nothing happens where workers are spawned instead."""
+    _start_fork_server(_context())
+
+
 def _start_fork_server(context: BaseContext) -> None:
     """Start the fork server now, not at the first worker: it imports its modules while
     this process goes on (generating the scenarios, reading manifests). Best effort: a
