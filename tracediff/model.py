@@ -51,6 +51,22 @@ DECISION = "plan"  # the record type of a decision, in every model
 Record = dict[str, Any]
 
 
+class Encoded(dict[str, Any]):
+    """A decision record that came with its bytes: an implementation in another process
+    sent it encoded, and ``payload`` is that encoding, which a recording digests instead of
+    encoding the record again. Those bytes are canonical only if the implementation encodes
+    as tracediff does, so they are asked for (``keep_decision_bytes()``, see
+    :func:`tracediff.running.record.keep_decision_bytes`) only where the digest is checked
+    against a known good one: a golden check's first pass, whose mismatch runs the scenario
+    again with every record decoded, checked and encoded by tracediff."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, record: Record, payload: bytes) -> None:
+        super().__init__(record)
+        self.payload = payload
+
+
 @runtime_checkable
 class Scenario(Protocol):
     """What the core needs of any model's scenario: where it came from, a one-line summary

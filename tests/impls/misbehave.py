@@ -1,6 +1,6 @@
 """A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
 
-    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog|complete
+    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog|complete|loose
 
 On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
 (``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
@@ -8,13 +8,16 @@ On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to
 answers the hello with a protocol version tracediff does not speak; ``error`` answers the
 plan with the protocol's error message; ``hog`` allocates 4 GB (a MemoryError under
 ``--memory-limit``, which the process inherits); ``complete`` raises in the first completion
-after plan ``BAD_AT`` (under protocol version 2 a request sent ahead of others). Every other
-scenario is the reference's.
+after plan ``BAD_AT`` (under protocol version 2 a request sent ahead of others). ``loose``
+breaks nothing: on every scenario it encodes each plan record's number as a 64-bit integer
+(valid msgpack that decodes to the same record, but not tracediff's canonical bytes). Every
+other scenario is the reference's.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tracediff.models.specdec import serve  # noqa: E402
 from tracediff.models.specdec.scenario.model import Scenario  # noqa: E402
 from tracediff.models.specdec.sched.reference import ReferenceScheduler  # noqa: E402
+from tracediff.trace import encode  # noqa: E402
 
 BAD_SEED = 1
 BAD_AT = 3
@@ -68,9 +72,32 @@ class _OldServer(serve.Server):
         return super().handle(message)
 
 
+def _loose_frame(message: dict[str, Any]) -> bytes:
+    """A plan reply whose record's ``plan`` is a uint 64 (0xcf): equal values, other bytes."""
+    record = message.get("record")
+    if message.get("type") != "plan" or not isinstance(record, dict) or len(message) > 15:
+        return _canonical_frame(message)
+    parts = [bytes([0x80 | len(message)])]
+    for key, value in message.items():
+        parts.append(encode(key))
+        if key == "record":
+            parts.append(bytes([0x80 | len(record)]))
+            for name, item in record.items():
+                parts.append(encode(name))
+                loose = name == "plan" and type(item) is int and item >= 0
+                parts.append(b"\xcf" + struct.pack(">Q", item) if loose else encode(item))
+        else:
+            parts.append(encode(value))
+    payload = b"".join(parts)
+    return struct.pack(">I", len(payload)) + payload
+
+
 if __name__ == "__main__":
     PROTOCOL_FD = os.dup(1)
     os.dup2(2, 1)
     if MODE == "version":
         serve.Server = _OldServer  # type: ignore[misc]
+    if MODE == "loose":
+        _canonical_frame = serve.frame
+        serve.frame = _loose_frame  # type: ignore[assignment]
     sys.exit(serve.serve(Misbehaving, f"misbehave-{MODE}", 0, PROTOCOL_FD))

@@ -26,7 +26,14 @@ from tracediff.executor.call import passes_through
 from tracediff.golden.manifest import OK, SCENARIO_HASH_CHARS, Entry
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
-from tracediff.running.record import Recording, TimedScheduler, drive, factory, instance
+from tracediff.running.record import (
+    Recording,
+    TimedScheduler,
+    drive,
+    factory,
+    instance,
+    keep_decision_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,10 @@ def _digest(scenario: Scenario, spec: ImplSpec, timeout_s: float | None, check: 
     try:
         with time_limit(timeout_s):
             timed = TimedScheduler(instance(scenario, spec), models.of(scenario))
+            if not check:
+                # the first pass, judged by its digest alone: an implementation in another
+                # process may hand over the bytes it sent (a mismatch runs it again in full)
+                keep_decision_bytes(timed.inner)
             recording = Recording(drive(scenario, timed, check=check))
             for _ in recording:
                 pass

@@ -21,7 +21,7 @@ from typing import Any
 
 from tracediff import model as models
 from tracediff.executor.call import Guarded, construct
-from tracediff.model import DECISION, DecisionModel, Record
+from tracediff.model import DECISION, DecisionModel, Encoded, Record
 from tracediff.project.impls import Factory, ImplSpec, load
 from tracediff.trace import BodyDigest, encode
 
@@ -55,6 +55,17 @@ def start(
 ) -> Iterator[Record]:
     """The records one implementation produces for a scenario (header first)."""
     return drive(scenario, instance(scenario, spec, guarded=guarded), check=check)
+
+
+def keep_decision_bytes(impl: Any) -> None:
+    """Ask ``impl`` to hand over its decision records with the bytes they came in
+    (:class:`tracediff.model.Encoded`), if it can (an implementation in another process,
+    which would otherwise have each record decoded, checked and encoded again). Only for a
+    recording judged by its digest against a known good one, run again in full on a
+    mismatch: the bytes are not checked to be canonical."""
+    ask = getattr(impl, "keep_decision_bytes", None)
+    if callable(ask):
+        ask()
 
 
 class TimedScheduler:
@@ -124,7 +135,7 @@ class Recording:
         index = 0
         for record in source:
             index += 1
-            payload = encode(record)
+            payload = record.payload if type(record) is Encoded else encode(record)
             add(payload)
             if record.get("t") == DECISION:
                 self.plans += 1

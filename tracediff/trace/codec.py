@@ -90,6 +90,22 @@ def _reject_ext(code: int, data: bytes) -> Any:
     raise ValueError(f"msgpack ext type {code} is not part of the trace format")
 
 
+def unpack_limits(size: int) -> dict[str, Any]:
+    """The bounds under which a payload of ``size`` bytes is unpacked (:func:`decode`, and
+    an ``Unpacker`` reading one payload): strings, bins, arrays and maps no longer than the
+    payload could hold, no ext types, string keys, valid UTF-8."""
+    return {
+        "raw": False,
+        "strict_map_key": True,
+        "max_str_len": size,
+        "max_bin_len": size,
+        "max_array_len": min(size, MAX_ELEMENTS),
+        "max_map_len": min(size // 2, MAX_ELEMENTS),
+        "max_ext_len": 0,
+        "ext_hook": _reject_ext,
+    }
+
+
 def decode(
     payload: bytes,
     *,
@@ -107,18 +123,7 @@ def decode(
     # ``unpackb`` has no ``max_buffer_size`` (only ``Unpacker`` does): the whole payload is
     # the buffer, and the per-kind limits below are what bound the allocation.
     try:
-        value = msgpack.unpackb(
-            payload,
-            use_list=True,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=size,
-            max_bin_len=size,
-            max_array_len=min(size, MAX_ELEMENTS),
-            max_map_len=min(size // 2, MAX_ELEMENTS),
-            max_ext_len=0,
-            ext_hook=_reject_ext,
-        )
+        value = msgpack.unpackb(payload, use_list=True, **unpack_limits(size))
     except Exception as exc:
         # msgpack signals bad input with many types (ValueError and its subclasses,
         # TypeError, StackError, UnicodeDecodeError) that differ between its C and

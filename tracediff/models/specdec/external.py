@@ -63,6 +63,7 @@ from tracediff.models.specdec.protocol import (
     frame,
     message_length,
     parse,
+    parse_plan,
 )
 from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
 
@@ -266,6 +267,8 @@ class ExternalProcess:
         self.version = 0
         self._buffer = bytearray()
         self._ahead: deque[Ahead] = deque()  # replies due to requests sent ahead, in order
+        # plan replies parsed keeping the record's bytes (ExternalScheduler.keep_decision_bytes)
+        self.plan_bytes = False
         _PIN.take()  # before the start: the process inherits the pin
         try:
             self.popen = subprocess.Popen(
@@ -402,7 +405,7 @@ class ExternalProcess:
 
     def _answer(self, what: str, expect: str) -> dict[str, Any]:
         try:
-            reply = self._receive(what)
+            reply = self._receive(what, keep_bytes=expect == PLAN and self.plan_bytes)
         except BaseException:
             self.kill()
             raise
@@ -455,7 +458,7 @@ class ExternalProcess:
         except BlockingIOError:
             return None
 
-    def _receive(self, what: str) -> dict[str, Any]:
+    def _receive(self, what: str, keep_bytes: bool = False) -> dict[str, Any]:
         # A reply already read (the replies to a step come in one chunk): no clock, no poll.
         buffer = self._buffer
         if len(buffer) >= 4:
@@ -463,13 +466,20 @@ class ExternalProcess:
             if need - 4 <= MAX_MESSAGE_BYTES and len(buffer) >= need:
                 payload = bytes(buffer[4:need])
                 del buffer[:need]
-                try:
-                    return parse(payload)
-                except ProtocolError as exc:
-                    self.fail(f"spoke garbage in reply to {what}: {exc}")
-        return self._wait_for_reply(what)
+                return self._parse(payload, what, keep_bytes)
+        return self._wait_for_reply(what, keep_bytes)
 
-    def _wait_for_reply(self, what: str) -> dict[str, Any]:
+    def _parse(self, payload: bytes, what: str, keep_bytes: bool) -> dict[str, Any]:
+        if keep_bytes:
+            reply = parse_plan(payload)
+            if reply is not None:
+                return reply
+        try:
+            return parse(payload)
+        except ProtocolError as exc:
+            self.fail(f"spoke garbage in reply to {what}: {exc}")
+
+    def _wait_for_reply(self, what: str, keep_bytes: bool = False) -> dict[str, Any]:
         deadline = 0.0  # set on the first wait: a reply already in the pipe needs no clock
         need = 4
         length = -1
@@ -483,10 +493,7 @@ class ExternalProcess:
             if len(self._buffer) >= need and length >= 0:
                 payload = bytes(self._buffer[4:need])
                 del self._buffer[:need]
-                try:
-                    return parse(payload)
-                except ProtocolError as exc:
-                    self.fail(f"spoke garbage in reply to {what}: {exc}")
+                return self._parse(payload, what, keep_bytes)
             chunk = self._read(max(65536, need - len(self._buffer)))
             if chunk:
                 self._buffer += chunk
@@ -595,6 +602,7 @@ class ExecFactory:
 
     def __call__(self, scenario: Scenario) -> ExternalScheduler:
         process = self._take()
+        process.plan_bytes = False  # until this scenario's recording asks for them
         payload = reset_payload(scenario)
         process.request({"type": RESET, "scenario": payload}, OK)
         scheduler = ExternalScheduler(process, payload["requests"])
@@ -638,6 +646,12 @@ class ExternalScheduler:
         # the scenario's request specs as sent in the reset: an arrival sends its own
         self._specs = {request["id"]: request for request in requests}
         self._unsent: ExternalFault | None = None  # a step that could not be written
+
+    def keep_decision_bytes(self) -> None:
+        """Hand plan records over with the bytes the process sent (tracediff.model.Encoded):
+        asked by a recording judged by its digest alone (running.record.keep_decision_bytes),
+        which then spares each record's nesting walk, column check and encoding."""
+        self.process.plan_bytes = True
 
     def _raise_unsent(self) -> None:
         if self._unsent is not None:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracediff.errors import SchedulerFault
+from tracediff.model import Encoded
 from tracediff.models.specdec.engine.simulator import SimulatedEngine
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.sched.record import COLUMNS, PLAN_KEYS, TYPE_NAMES, packed_record
@@ -122,7 +123,10 @@ def drive(scenario: Scenario, scheduler: Any, *, check: bool = True) -> Iterator
 
 def _packed_plan(record: Any, number: int) -> dict[str, Any]:
     """The plan record to record: its keys checked, wide tables given as rows turned into
-    typed columns."""
+    typed columns. A record that came with its bytes (Encoded: asked for only where the
+    digest of those bytes is checked against a known good one) is recorded as it came."""
+    if type(record) is Encoded:
+        return record
     if not isinstance(record, dict) or tuple(record) != PLAN_KEYS:
         keys = list(record) if isinstance(record, dict) else type(record).__name__
         raise SchedulerFault(
