@@ -10,6 +10,10 @@ pipes and the wake-ups, the reset per scenario, and the implementation's handlin
 requests around ``plan()``. Wall time on a busy machine includes waiting for a core; the CPU
 line (tracediff's process time plus the implementation's, from /proc) does not. Each figure
 is the best of ``--rounds`` runs, the two drives interleaved.
+
+``--first-pass`` measures a golden check's first pass instead, where the plan records keep
+the bytes they came in (tracediff.model.Encoded) and are digested as they are: the process
+hands them over (``keep_decision_bytes``) and the replay gives its stored bytes the same way.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ import os
 import time
 from typing import Any
 
+import msgpack
+
 from tracediff.golden.check import profile_scenarios
+from tracediff.model import Encoded
 from tracediff.models.specdec import external
 from tracediff.project.impls import parse_impl
-from tracediff.running.record import Recording, drive, instance
+from tracediff.running.record import Recording, drive, instance, keep_decision_bytes
 from tracediff.trace import decode, encode
 
 
@@ -53,15 +60,19 @@ class _Recorder:
 class _Replay:
     """The same replies, in process: what the harness costs without the protocol."""
 
-    def __init__(self, recorder: _Recorder) -> None:
+    def __init__(self, recorder: _Recorder, first_pass: bool) -> None:
         self._plans = iter(recorder.plans)
         self._retired = iter(recorder.retired)
+        self._first_pass = first_pass
 
     def arrive(self, spec: Any, now: int) -> None:
         pass
 
     def plan(self, now: int) -> dict[str, Any]:
-        record: dict[str, Any] = decode(next(self._plans))
+        payload = next(self._plans)
+        if self._first_pass:  # as protocol.parse_plan hands a record over: bytes kept
+            return Encoded(msgpack.unpackb(payload), payload)
+        record: dict[str, Any] = decode(payload)
         return record
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
@@ -81,6 +92,9 @@ def main() -> None:
     parser.add_argument("spec")
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--first-pass", action="store_true", help="a golden check's first pass (bytes kept)"
+    )
     args = parser.parse_args()
     spec = parse_impl(args.spec)
     _, scenarios = profile_scenarios(args.profile)
@@ -100,11 +114,17 @@ def main() -> None:
                 pass
         return time.perf_counter() - wall, time.process_time() - cpu
 
+    def through_process(scenario: Any, recorder: Any) -> Any:
+        impl = instance(scenario, spec)
+        if args.first_pass:
+            keep_decision_bytes(impl)
+        return impl
+
     best: dict[str, float] = {}
     for _ in range(args.rounds):
-        replay_wall, replay_cpu = run(lambda scenario, recorder: _Replay(recorder))
+        replay_wall, replay_cpu = run(lambda scenario, recorder: _Replay(recorder, args.first_pass))
         before = _children_cpu()
-        exec_wall, exec_cpu = run(lambda scenario, recorder: instance(scenario, spec))
+        exec_wall, exec_cpu = run(through_process)
         child_cpu = _children_cpu() - before
         for key, value in (
             ("replay wall", replay_wall),
@@ -118,7 +138,10 @@ def main() -> None:
     def per_plan(seconds: float) -> str:
         return f"{seconds / plans * 1e6:.1f} µs/plan"
 
-    print(f"{args.profile}: {plans} plans; the implementation's own plan(): {per_plan(plan_s)}")
+    mode = " (a golden check's first pass: bytes kept)" if args.first_pass else ""
+    print(
+        f"{args.profile}{mode}: {plans} plans; the implementation's own plan(): {per_plan(plan_s)}"
+    )
     for key, value in best.items():
         print(f"  {key}: {value:.3f} s ({per_plan(value)})")
     wall = best["exec wall"] - best["replay wall"] - plan_s
