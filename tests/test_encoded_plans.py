@@ -130,3 +130,15 @@ def test_a_record_nested_past_the_limit_is_refused_on_the_second_pass() -> None:
     assert parse_plan(payload) is not None
     with pytest.raises(Exception, match="nested deeper"):
         parse(payload)
+
+
+def test_a_record_nested_too_deep_fails_its_scenario_with_the_nesting_named() -> None:
+    # The first pass digests the bytes without walking them: they miss the golden digest,
+    # and the full second pass refuses the reply as every other reading would.
+    from tests.impls.misbehave import BAD_AT, BAD_SEED
+
+    deep = f"deep=exec:{sys.executable} {ROOT / 'tests' / 'impls' / 'misbehave.py'} deep"
+    found = digest_scenario(_quick(BAD_SEED), parse_impl(deep), expected=_golden()[BAD_SEED])
+    assert found.status == "error", found
+    assert "nested deeper than 64 levels" in found.message
+    assert found.plans == BAD_AT - 1  # the plans recorded before the refused one

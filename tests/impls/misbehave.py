@@ -1,6 +1,6 @@
 """A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
 
-    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog|complete|loose
+    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog|complete|loose|deep
 
 On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
 (``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
@@ -10,7 +10,8 @@ plan with the protocol's error message; ``hog`` allocates 4 GB (a MemoryError un
 ``--memory-limit``, which the process inherits); ``complete`` raises in the first completion
 after plan ``BAD_AT`` (under protocol version 2 a request sent ahead of others). ``loose``
 breaks nothing: on every scenario it encodes each plan record's number as a 64-bit integer
-(valid msgpack that decodes to the same record, but not tracediff's canonical bytes). Every
+(valid msgpack that decodes to the same record, but not tracediff's canonical bytes).
+``deep`` adds to plan ``BAD_AT``'s record a key whose value is nested 80 levels deep. Every
 other scenario is the reference's.
 """
 
@@ -57,6 +58,13 @@ class Misbehaving(ReferenceScheduler):
                 raise RuntimeError("misbehave: refusing plan 3")
             elif MODE == "hog":
                 self.hoard = bytearray(4 << 30)  # over any --memory-limit the tests give
+            elif MODE == "deep":
+                record = super().plan(now)
+                junk: Any = 0
+                for _ in range(80):
+                    junk = [junk]
+                record["junk"] = junk
+                return record
         return super().plan(now)
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
