@@ -142,3 +142,23 @@ def test_a_record_nested_too_deep_fails_its_scenario_with_the_nesting_named() ->
     assert found.status == "error", found
     assert "nested deeper than 64 levels" in found.message
     assert found.plans == BAD_AT - 1  # the plans recorded before the refused one
+
+
+def test_decode_and_the_plan_reader_apply_the_same_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # codec.decode writes its bounds out (speed); parse_plan's Unpacker takes unpack_limits
+    import msgpack
+
+    from tracediff.trace import codec
+
+    seen: dict[str, object] = {}
+    real = msgpack.unpackb
+
+    def spy(payload: bytes, **kwargs: object) -> object:
+        seen.update(kwargs)
+        return real(payload, **kwargs)
+
+    monkeypatch.setattr(codec.msgpack, "unpackb", spy)
+    payload = encode({"type": "plan", "record": {"t": "plan"}})
+    codec.decode(payload)
+    seen.pop("use_list")
+    assert seen == codec.unpack_limits(len(payload))
