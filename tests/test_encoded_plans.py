@@ -19,10 +19,11 @@ from tracediff.models.specdec.protocol import parse, parse_plan
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.models.specdec.sched.record import PLAN_KEYS
 from tracediff.project.impls import parse_impl
 from tracediff.running.record import Recording, drive, instance, keep_decision_bytes, start
 from tracediff.running.runner import IDENTICAL, run_scenario
-from tracediff.trace import encode
+from tracediff.trace import decode, encode
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVED = f"served=exec:{sys.executable} -m tracediff.models.specdec.serve optimized"
@@ -58,8 +59,12 @@ def test_a_process_hands_over_the_bytes_it_sent_only_when_asked() -> None:
     keep_decision_bytes(asked)
     plans = [r for r in drive(scenario, asked, check=False) if r.get("t") == "plan"]
     assert plans and all(type(r) is Encoded for r in plans)
-    # canonical bytes from a canonical encoder: exactly what tracediff would write
-    assert all(r.payload == encode(dict(r)) for r in plans)
+    # canonical bytes from a canonical encoder: exactly what tracediff would write; of
+    # them, only the fields the driver and the recording read are decoded
+    for record in plans:
+        full = decode(record.payload)
+        assert encode(full) == record.payload and tuple(full) == PLAN_KEYS
+        assert dict(record) == {key: full[key] for key in ("t", "plan", "round")}
     fast = _digest_of(drive(scenario, _asked(scenario, spec), check=False))
     assert fast == _digest_of(start(scenario, parse_impl("reference"))) == _golden()[0]
     unasked = [r for r in drive(scenario, instance(scenario, spec)) if r.get("t") == "plan"]
@@ -118,6 +123,17 @@ def test_parse_plan_keeps_the_record_bytes_and_leaves_anything_odd_to_parse() ->
         assert parse_plan(odd) is None
     with pytest.raises(Exception, match="extra bytes|ext type|nested"):
         parse(_plan_reply(encode(record), tail=b"\xc0"))
+
+
+def test_parse_plan_decodes_only_the_fields_the_driver_reads() -> None:
+    record = {"t": "plan", "plan": 7, "now": 5, "eligible": [b"\x01\x02", 3.5], "round": [1, 2]}
+    payload = _plan_reply(encode(record))
+    reply = parse_plan(payload)
+    assert reply is not None and reply["type"] == "plan" and reply["plan_ns"] == 12
+    kept = reply["record"]
+    assert dict(kept) == {"t": "plan", "plan": 7, "round": [1, 2]}
+    assert kept.payload == encode(record)  # every field's bytes, skipped ones too
+    assert parse(payload)["record"] == record  # the full parse decodes them all
 
 
 def test_a_record_nested_past_the_limit_is_refused_on_the_second_pass() -> None:

@@ -58,7 +58,9 @@ class Encoded(dict[str, Any]):
     as tracediff does, so they are asked for (``keep_decision_bytes()``, see
     :func:`tracediff.running.record.keep_decision_bytes`) only where the digest is checked
     against a known good one: a golden check's first pass, whose mismatch runs the scenario
-    again with every record decoded, checked and encoded by tracediff."""
+    again with every record decoded, checked and encoded by tracediff. Its fields may be
+    only those that the model's driver and the recording read (specdec's adapter decodes
+    ``t``, ``plan`` and ``round``): ``payload`` holds the whole record."""
 
     __slots__ = ("payload",)
 
