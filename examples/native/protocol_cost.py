@@ -30,6 +30,7 @@ import msgpack
 from tracediff.golden.check import profile_scenarios
 from tracediff.model import Encoded
 from tracediff.models.specdec import external
+from tracediff.models.specdec.protocol import DRIVER_FIELDS
 from tracediff.project.impls import parse_impl
 from tracediff.running.record import Recording, drive, instance, keep_decision_bytes
 from tracediff.trace import decode, encode
@@ -75,10 +76,9 @@ class _Replay:
         pass
 
     def plan(self, now: int) -> dict[str, Any]:
-        payload = next(self._plans)
         if self._first_pass:  # as protocol.parse_plan hands a record over: bytes kept
             return next(self._encoded)
-        record: dict[str, Any] = decode(payload)
+        record: dict[str, Any] = decode(next(self._plans))
         return record
 
     def complete(self, event: dict[str, Any], now: int) -> list[int]:
@@ -86,7 +86,7 @@ class _Replay:
 
 
 def _driver_fields(record: dict[str, Any]) -> dict[str, Any]:
-    return {key: record[key] for key in ("t", "plan", "round")}
+    return {key: value for key, value in record.items() if key in DRIVER_FIELDS}
 
 
 def _children_cpu() -> float:
