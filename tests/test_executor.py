@@ -27,7 +27,7 @@ from tracediff.campaign.clauses import coverage
 from tracediff.campaign.run import CampaignOptions, run_campaign
 from tracediff.cli import main
 from tracediff.errors import UsageError
-from tracediff.executor import DIED, DONE, Executor, open_executor, parse_executor
+from tracediff.executor import DIED, DONE, KILLED, Executor, open_executor, parse_executor
 from tracediff.executor.local import LocalPool
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
@@ -83,6 +83,38 @@ def test_map_keeps_input_order_and_a_task_that_kills_two_workers_is_died() -> No
         outcomes = pool.map(_die_on_three, [1, 3, 2])
     assert [o.kind for o in outcomes] == [DONE, DIED, DONE]
     assert outcomes[1].attempts == 2 and "status 9" in outcomes[1].death()
+
+
+def _sleep_on_zero(payload: int, _progress: Any, _notify: Any) -> int:
+    if payload == 0:
+        import time
+
+        time.sleep(20)
+    return payload
+
+
+def test_a_task_sent_ahead_of_one_that_kills_its_worker_runs_once_and_is_done() -> None:
+    # one worker and more tasks than workers: each next task waits in the worker's pipe
+    # while the current one runs; the one behind the task that kills the worker never
+    # started, so it is neither lost nor counted as an attempt
+    payloads = [1, 3, 2, 4, 5, 6, 7]
+    with LocalPool(1) as pool:
+        outcomes = pool.map(_die_on_three, payloads)
+    assert [o.kind for o in outcomes] == [DONE, DIED, DONE, DONE, DONE, DONE, DONE]
+    assert [o.value for o in outcomes if o.kind == DONE] == [1, 2, 4, 5, 6, 7]
+    assert outcomes[1].attempts == 2
+    assert all(o.attempts == 1 for o in outcomes if o.kind == DONE)
+
+
+def test_tasks_sent_ahead_keep_their_own_deadlines() -> None:
+    # 0 waits ahead behind 1 and hangs once it runs: its deadline counts from its start
+    # (it is killed, not left running); 2, sent ahead behind it, runs on a fresh worker
+    with LocalPool(1) as pool:
+        outcomes = pool.map(_sleep_on_zero, [1, 0, 2, 3, 4], deadline_s=1.0)
+    assert [o.kind for o in outcomes] == [DONE, KILLED, DONE, DONE, DONE]
+    assert [o.value for o in outcomes if o.kind == DONE] == [1, 2, 3, 4]
+    assert 1.0 <= outcomes[1].seconds < 20
+    assert all(o.seconds < 1.0 and o.attempts == 1 for o in outcomes if o.kind == DONE)
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,20 @@ Why not ``concurrent.futures.ProcessPoolExecutor``: when one of its workers dies
 a segfault, the kernel's out-of-memory killer) the whole pool breaks, every pending future
 fails with ``BrokenProcessPool`` and nothing says which task killed it; and a worker stuck
 in C code (a deadlocked mutex, a regular expression backtracking forever) cannot be stopped
-at all, since the in-process ``SIGALRM`` only interrupts Python bytecode. Here each worker is
-handed one task at a time over its own pipe, so the parent always knows which task a worker
-holds and since when, and can kill and replace exactly that worker while the others go on.
+at all, since the in-process ``SIGALRM`` only interrupts Python bytecode. Here each worker runs one
+task at a time from its own pipe, so the parent always knows which task a worker is running
+and since when, and can kill and replace exactly that worker while the others go on.
+
+One task ahead. A worker that finished a task would otherwise wait for the parent to wake,
+take the outcome and send the next task: on a virtual machine that is two wake-ups of an
+idle CPU per task, about a millisecond, as much as a small scenario's whole run. So while
+more tasks wait than there are workers, each busy worker is also sent its next task, which
+sits in its pipe until it finishes the current one. That task has not started: its
+deadline starts when the parent sees the one before it end, and if the worker dies, hangs
+or is stopped first, it goes back to the queue untouched (never counted as an attempt).
+Near the end of a run, and behind a task that runs again after its worker died, nothing is
+sent ahead, so that the last tasks go to whichever worker frees up first; neither is a
+payload larger than :data:`AHEAD_BYTES` (its write could block the parent on a busy pipe).
 
 What a task may rely on, in the worker:
 
@@ -51,6 +62,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +97,9 @@ START_ATTEMPTS = 4
 # The exit status multiprocessing gives a forkserver worker whose status never came: the
 # fork server that would have reported it is gone.
 FORKSERVER_LOST = 255
+# The largest task message sent ahead of a worker's current task: well inside a local
+# socket's send buffer, so the write returns at once while the worker is busy.
+AHEAD_BYTES = 64 * 1024
 
 
 class WorkerStop(HarnessSignal):
@@ -107,6 +122,16 @@ class _Slot:
     deadline: float | None = None
     server: int | None = None  # the pid of the fork server that forked it
     token: int = 0  # the current task's: every message about it must carry it
+    deadline_s: float | None = None  # the run's limit per task (for the task sent ahead)
+    ahead: _Ahead | None = None  # the next task, sent and waiting in the worker's pipe
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    task: Task
+    index: int
+    payload: Any
+    token: int
 
 
 class LocalPool(Executor):
@@ -138,10 +163,22 @@ class LocalPool(Executor):
     ) -> None:
         source = iter(items)
         retry: deque[tuple[int, Any, int]] = deque()
+        # drawn from ``items`` (or handed back unstarted) and not given to a worker yet
+        waiting: deque[tuple[int, Any, int]] = deque()
         exhausted = False
+
+        def draw(wanted: int) -> None:
+            nonlocal exhausted
+            while len(waiting) < wanted and not exhausted:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                else:
+                    waiting.append((item[0], item[1], 1))
+
         try:
             while True:
-                while retry or not exhausted:
+                while retry or waiting or not exhausted:
                     busy = self._busy()
                     # A task whose worker died runs again *alone*: a worker can die of what
                     # another task did (one that kills the fork server takes every worker it
@@ -155,17 +192,18 @@ class LocalPool(Executor):
                     if retry:
                         index, payload, attempts = retry.popleft()
                     else:
-                        item = next(source, None)
-                        if item is None:
-                            exhausted = True
+                        draw(1)
+                        if not waiting:
                             break
-                        (index, payload), attempts = item, 1
+                        index, payload, attempts = waiting.popleft()
                     self._assign(slot, task, index, payload, attempts, deadline_s)
+                if not retry:
+                    self._send_ahead(task, waiting, draw)
                 if not self._busy():
                     break
                 self._wait()
                 with guard():
-                    for outcome, again in self._collect():
+                    for outcome, again in self._collect(waiting):
                         if again is not None:
                             retry.append(again)
                         else:
@@ -240,11 +278,41 @@ class LocalPool(Executor):
         slot.task, slot.index, slot.payload, slot.attempts = task, index, payload, attempts
         slot.started = time.monotonic()
         slot.deadline = None if deadline_s is None else slot.started + deadline_s
-        slot.token = secrets.randbits(63) | 1
+        slot.token = _token()
+        slot.deadline_s = deadline_s
         try:
             slot.conn.send((task, index, payload, slot.token))
         except OSError:
             pass  # the worker is gone; _collect reports it as died with this task
+
+    def _send_ahead(
+        self,
+        task: Task,
+        waiting: deque[tuple[int, Any, int]],
+        draw: Callable[[int], None],
+    ) -> None:
+        """Send each busy worker its next task while more tasks wait than there are
+        workers (see the module docstring, "One task ahead")."""
+        busy = self._busy()
+        if any(slot.attempts > 1 for slot in busy):
+            return
+        for slot in busy:
+            if slot.ahead is not None:
+                continue
+            draw(self._jobs + 1)
+            if len(waiting) <= self._jobs:
+                return  # the last ones go to whichever worker frees up first
+            index, payload, _attempts = waiting[0]
+            token = _token()
+            data = bytes(ForkingPickler.dumps((task, index, payload, token)))
+            if len(data) > AHEAD_BYTES:
+                return
+            try:
+                slot.conn.send_bytes(data)
+            except OSError:
+                return  # the worker is gone: _collect reports its current task
+            waiting.popleft()
+            slot.ahead = _Ahead(task, index, payload, token)
 
     def _wait(self) -> None:
         busy = self._busy()
@@ -255,10 +323,20 @@ class LocalPool(Executor):
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         mp_connection.wait(waitables, timeout)
 
-    def _collect(self) -> list[tuple[Outcome, tuple[int, Any, int] | None]]:
+    def _collect(
+        self, waiting: deque[tuple[int, Any, int]]
+    ) -> list[tuple[Outcome, tuple[int, Any, int] | None]]:
         """Outcomes of the tasks that ended, each with the task to run again (when its
-        worker died and it has attempts left) or None."""
+        worker died and it has attempts left) or None. A task sent ahead to a worker that
+        is discarded never started: it goes back to the front of ``waiting``."""
         ended: list[tuple[Outcome, tuple[int, Any, int] | None]] = []
+
+        def discard(slot: _Slot) -> None:
+            if slot.ahead is not None:
+                waiting.appendleft((slot.ahead.index, slot.ahead.payload, 1))
+                slot.ahead = None
+            self._discard(slot)
+
         for slot in list(self._slots):
             while slot.index is not None and _readable(slot.conn):
                 try:
@@ -272,7 +350,7 @@ class LocalPool(Executor):
                 if outcome is not None:
                     ended.append((outcome, None))
                     if outcome.tampered:  # the channel cannot be trusted from here on
-                        self._discard(slot)
+                        discard(slot)
                         break
             if slot not in self._slots:
                 continue
@@ -291,11 +369,11 @@ class LocalPool(Executor):
                         exitcode, detail = None, "its parent, the fork server, was killed"
                     died = self._release(slot, DIED, exitcode=exitcode, stack=stack, detail=detail)
                     ended.append((died, again))
-                self._discard(slot)
+                discard(slot)
             elif slot.deadline is not None and time.monotonic() >= slot.deadline:
                 stack = _stop_hung(slot)
                 ended.append((self._release(slot, KILLED, stack=stack), None))
-                self._discard(slot)
+                discard(slot)
         return ended
 
     def _handle(self, slot: _Slot, message: Any) -> Outcome | None:
@@ -332,6 +410,21 @@ class LocalPool(Executor):
         )
         slot.index = slot.payload = slot.task = None
         slot.deadline = None
+        ahead = slot.ahead
+        if ahead is not None and kind in (DONE, FAILED) and not outcome.tampered:
+            # the worker goes on with the task sent ahead: it starts now, as far as the
+            # parent can tell (its deadline and seconds count from here). Otherwise the
+            # worker is about to be discarded, and the caller hands that task back.
+            slot.ahead = None
+            slot.task, slot.index, slot.payload, slot.attempts = (
+                ahead.task,
+                ahead.index,
+                ahead.payload,
+                1,
+            )
+            slot.token = ahead.token
+            slot.started = time.monotonic()
+            slot.deadline = None if slot.deadline_s is None else slot.started + slot.deadline_s
         return outcome
 
     def _discard(self, slot: _Slot) -> None:
@@ -461,6 +554,11 @@ def _start_fork_server(context: BaseContext) -> None:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def _token() -> int:
+    """A task's token: odd, so never 0, and unguessable by the task itself."""
+    return secrets.randbits(63) | 1
 
 
 def _readable(conn: Connection) -> bool:

@@ -24,6 +24,7 @@ read, naming the file and the key.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tomllib
@@ -138,7 +139,7 @@ def parse_config(table: dict[str, Any], path: Path) -> Config:
 
 def _table(path: Path) -> dict[str, Any] | None:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = _parsed(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -150,6 +151,14 @@ def _table(path: Path) -> dict[str, Any] | None:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{TABLE}] must be a table")
     return table
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> dict[str, Any]:
+    """A pyproject.toml's text decoded: a command reads its configuration several times
+    (each setting it resolves), and parsing is most of that cost. Keyed by the text, so
+    an edited file is parsed again however soon. Read-only: callers only look."""
+    return tomllib.loads(text)
 
 
 STARTER = """
