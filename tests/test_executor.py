@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +116,21 @@ def test_tasks_sent_ahead_keep_their_own_deadlines() -> None:
     assert [o.value for o in outcomes if o.kind == DONE] == [1, 2, 3, 4]
     assert 1.0 <= outcomes[1].seconds < 20
     assert all(o.seconds < 1.0 and o.attempts == 1 for o in outcomes if o.kind == DONE)
+
+
+def test_workers_of_the_console_script_load_no_command_line(
+    tmp_path: Path, subprocess_env: dict[str, str]
+) -> None:
+    script = Path(sys.executable).with_name("tracediff")
+    if not script.is_file():
+        pytest.skip("no console script beside this interpreter (not an installed venv)")
+    impl = "tests.impls.no_cli:NoCommandLineScheduler"
+    args = ["run", "--seeds", "0..3", "-j", "2", "--impl", "reference", "--impl", impl]
+    done = subprocess.run(
+        [str(script), *args], cwd=tmp_path, env=subprocess_env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "identical: 4 scenarios" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,23 @@ named after it (a group, golden or campaign, keeps its subcommands), adds it to 
 ``params``. A command's module is imported when that command is run or its help shown
 (``app.COMMANDS``), and so are the default model's own commands (``tracediff bench``,
 ``tracediff live`` for specdec): ``tracediff golden check`` loads no fuzzer, campaign or
-shrinker, and neither does each worker process, which imports the command line again.
+shrinker. The package itself imports nothing: ``main`` is imported on first use, and the
+console script enters through ``entry``, so that a worker process, which imports the
+program's main script again, loads no click and no command.
 """
 
-from tracediff.cli.app import main
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["main"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``main`` (the click group) is imported on first use, not with the package: a worker
+    # imports the console script again (tracediff.cli.entry) and must not pay for click
+    if name == "main":
+        from tracediff.cli.app import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
