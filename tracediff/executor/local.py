@@ -4,9 +4,10 @@ Why not ``concurrent.futures.ProcessPoolExecutor``: when one of its workers dies
 a segfault, the kernel's out-of-memory killer) the whole pool breaks, every pending future
 fails with ``BrokenProcessPool`` and nothing says which task killed it; and a worker stuck
 in C code (a deadlocked mutex, a regular expression backtracking forever) cannot be stopped
-at all, since the in-process ``SIGALRM`` only interrupts Python bytecode. Here each worker runs one
-task at a time from its own pipe, so the parent always knows which task a worker is running
-and since when, and can kill and replace exactly that worker while the others go on.
+at all, since the in-process ``SIGALRM`` only interrupts Python bytecode. Here each worker
+runs one task at a time from its own pipe, so the parent always knows which task a worker
+is running and since when, and can kill and replace exactly that worker while the others
+go on.
 
 One task ahead. A worker that finished a task would otherwise wait for the parent to wake,
 take the outcome and send the next task: on a virtual machine that is two wake-ups of an
@@ -304,7 +305,7 @@ class LocalPool(Executor):
                 return  # the last ones go to whichever worker frees up first
             index, payload, _attempts = waiting[0]
             token = _token()
-            data = bytes(ForkingPickler.dumps((task, index, payload, token)))
+            data = ForkingPickler.dumps((task, index, payload, token))
             if len(data) > AHEAD_BYTES:
                 return
             try:
@@ -527,10 +528,10 @@ def _preload() -> list[str]:
     command line: a worker imports the program's main script again, and tracediff's console
     script imports only tracediff.cli.entry, which loads the command line when called (a
     fork server that imported click, rich and the commands first was ready 0.05 s later, on
-    the critical path of a short run). Only what runs scenarios: a
-    module that imports deepdiff (the explanations) takes a worker's address space from
-    about 30 MB to a gigabyte, past many a --memory-limit. The server starts once per
-    process: what it lacks, a worker imports when it needs it."""
+    the critical path of a short run). Only what runs scenarios: a module that imports
+    deepdiff (the explanations) takes a worker's address space from about 30 MB to a
+    gigabyte, past many a --memory-limit. The server starts once per process: what it
+    lacks, a worker imports when it needs it."""
     from tracediff import model as models
 
     names = ["tracediff.running.runner", "tracediff.golden.digest"]
