@@ -58,6 +58,24 @@ def test_a_frame_is_a_big_endian_length_and_one_msgpack_map() -> None:
     assert parse(data[4:]) == {"type": "plan", "now": 7}
 
 
+@pytest.mark.parametrize(
+    "message",
+    [{"type": "ok"}, {"type": "retired", "ids": []}, {"type": "retired", "ids": [3, 1]}],
+)
+def test_the_commonest_replies_parse_as_decoded_and_each_is_a_fresh_object(
+    message: dict[str, object],
+) -> None:
+    # the reply to an arrival and to a completion that retires nothing are recognised by
+    # their bytes, not decoded: the result must be what decoding gives, and never shared
+    payload = frame(message)[4:]
+    first, second = parse(payload), parse(payload)
+    assert first == second == message and list(first) == list(message)
+    assert first is not second
+    if "ids" in first:
+        first["ids"].append(99)
+        assert parse(payload)["ids"] == message["ids"]
+
+
 def test_garbage_frames_and_payloads_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError, match="over the"):
         message_length(b"hell")  # "hello world" printed to stdout: 1.7 GB announced

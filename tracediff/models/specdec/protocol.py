@@ -72,12 +72,16 @@ def message_length(prefix: bytes) -> int:
 # The reply to every arrival, as every implementation encodes it (one fixmap, one fixstr
 # each): recognised by its bytes, not decoded.
 _OK_PAYLOAD: Final = encode({"type": OK})
+# The reply to most completions (they retire nothing), as a canonical encoder writes it.
+_NONE_RETIRED_PAYLOAD: Final = encode({"type": RETIRED, "ids": []})
 
 
 def parse(payload: bytes) -> dict[str, Any]:
     """Decode one payload into a message map with a string ``type``."""
     if payload == _OK_PAYLOAD:  # the reply to every arrival: nothing to decode
         return {"type": OK}
+    if payload == _NONE_RETIRED_PAYLOAD:
+        return {"type": RETIRED, "ids": []}
     try:
         value = decode(payload, path="message")
     except Exception as exc:  # noqa: BLE001 - TraceFormatError; the text is what matters
