@@ -17,8 +17,12 @@ DIE_SEED = 2
 
 
 def marker_dir() -> Path:
-    """A fixed place (a worker's environment is its fork server's: a test cannot pass one)."""
-    return Path(tempfile.gettempdir()) / f"tracediff-dies-once-{os.getuid()}"
+    """A fixed place (a worker's environment is its fork server's: a test cannot pass one),
+    one per pytest-xdist worker: the tests of two workers reset their markers at their own
+    times, and one removing the other's mid-run would kill a scenario's worker twice. The
+    worker's id is in the environment its fork server and Dask cluster inherit."""
+    session = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return Path(tempfile.gettempdir()) / f"tracediff-dies-once-{os.getuid()}-{session}"
 
 
 def reset() -> None:
