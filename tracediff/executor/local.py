@@ -164,8 +164,9 @@ class LocalPool(Executor):
     ) -> None:
         source = iter(items)
         retry: deque[tuple[int, Any, int]] = deque()
-        # drawn from ``items`` (or handed back unstarted) and not given to a worker yet
-        waiting: deque[tuple[int, Any, int]] = deque()
+        # drawn from ``items`` (or handed back unstarted) and not given to a worker yet:
+        # (index, payload), each on its first attempt
+        waiting: deque[tuple[int, Any]] = deque()
         exhausted = False
 
         def draw(wanted: int) -> None:
@@ -175,7 +176,7 @@ class LocalPool(Executor):
                 if item is None:
                     exhausted = True
                 else:
-                    waiting.append((item[0], item[1], 1))
+                    waiting.append(item)
 
         try:
             while True:
@@ -196,7 +197,7 @@ class LocalPool(Executor):
                         draw(1)
                         if not waiting:
                             break
-                        index, payload, attempts = waiting.popleft()
+                        (index, payload), attempts = waiting.popleft(), 1
                     self._assign(slot, task, index, payload, attempts, deadline_s)
                 if not retry:
                     self._send_ahead(task, waiting, draw)
@@ -276,11 +277,8 @@ class LocalPool(Executor):
         attempts: int,
         deadline_s: float | None,
     ) -> None:
-        slot.task, slot.index, slot.payload, slot.attempts = task, index, payload, attempts
-        slot.started = time.monotonic()
-        slot.deadline = None if deadline_s is None else slot.started + deadline_s
-        slot.token = _token()
         slot.deadline_s = deadline_s
+        _hold(slot, task, index, payload, attempts, _token())
         try:
             slot.conn.send((task, index, payload, slot.token))
         except OSError:
@@ -289,7 +287,7 @@ class LocalPool(Executor):
     def _send_ahead(
         self,
         task: Task,
-        waiting: deque[tuple[int, Any, int]],
+        waiting: deque[tuple[int, Any]],
         draw: Callable[[int], None],
     ) -> None:
         """Send each busy worker its next task while more tasks wait than there are
@@ -303,7 +301,7 @@ class LocalPool(Executor):
             draw(self._jobs + 1)
             if len(waiting) <= self._jobs:
                 return  # the last ones go to whichever worker frees up first
-            index, payload, _attempts = waiting[0]
+            index, payload = waiting[0]
             token = _token()
             data = ForkingPickler.dumps((task, index, payload, token))
             if len(data) > AHEAD_BYTES:
@@ -325,7 +323,7 @@ class LocalPool(Executor):
         mp_connection.wait(waitables, timeout)
 
     def _collect(
-        self, waiting: deque[tuple[int, Any, int]]
+        self, waiting: deque[tuple[int, Any]]
     ) -> list[tuple[Outcome, tuple[int, Any, int] | None]]:
         """Outcomes of the tasks that ended, each with the task to run again (when its
         worker died and it has attempts left) or None. A task sent ahead to a worker that
@@ -334,7 +332,7 @@ class LocalPool(Executor):
 
         def discard(slot: _Slot) -> None:
             if slot.ahead is not None:
-                waiting.appendleft((slot.ahead.index, slot.ahead.payload, 1))
+                waiting.appendleft((slot.ahead.index, slot.ahead.payload))
                 slot.ahead = None
             self._discard(slot)
 
@@ -413,19 +411,10 @@ class LocalPool(Executor):
         slot.deadline = None
         ahead = slot.ahead
         if ahead is not None and kind in (DONE, FAILED) and not outcome.tampered:
-            # the worker goes on with the task sent ahead: it starts now, as far as the
-            # parent can tell (its deadline and seconds count from here). Otherwise the
-            # worker is about to be discarded, and the caller hands that task back.
+            # the worker goes on with the task sent ahead (otherwise the worker is about
+            # to be discarded, and the caller hands that task back)
             slot.ahead = None
-            slot.task, slot.index, slot.payload, slot.attempts = (
-                ahead.task,
-                ahead.index,
-                ahead.payload,
-                1,
-            )
-            slot.token = ahead.token
-            slot.started = time.monotonic()
-            slot.deadline = None if slot.deadline_s is None else slot.started + slot.deadline_s
+            _hold(slot, ahead.task, ahead.index, ahead.payload, 1, ahead.token)
         return outcome
 
     def _discard(self, slot: _Slot) -> None:
@@ -555,6 +544,15 @@ def _start_fork_server(context: BaseContext) -> None:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def _hold(slot: _Slot, task: Task, index: int, payload: Any, attempts: int, token: int) -> None:
+    """The slot's worker runs this task from now on, as far as the parent can tell: its
+    seconds and its deadline (the slot's limit per task) count from here."""
+    slot.task, slot.index, slot.payload, slot.attempts = task, index, payload, attempts
+    slot.token = token
+    slot.started = time.monotonic()
+    slot.deadline = None if slot.deadline_s is None else slot.started + slot.deadline_s
 
 
 def _token() -> int:
