@@ -90,6 +90,8 @@ def test_the_public_api_compares_and_explains() -> None:
     (finding,) = result.findings
     assert finding.label == "quick:37" and finding.divergence is not None
     assert "decision · plan: round.lanes[*].prefix" in finding.explanation
+    # the cause, plans before the symptom, as every report gives it
+    assert "state:     after plan 3: request 0 pending_advance 8 vs 0" in finding.explanation
     assert finding.reproduce == (
         f"tracediff run --profile quick --seeds 37 --impl reference --impl {stale}"
     )
@@ -158,6 +160,7 @@ def test_the_pytest_plugin_finds_a_planted_bug_in_a_user_project(tmp_path: Path)
     assert "1 failed, 2 passed" in output
     assert "tracediff[quick:37]" in output
     assert "decision · plan: round.lanes[*].prefix" in output  # the explanation, in the failure
+    assert "state:     after plan 3: request 0 pending_advance" in output  # with its cause
     assert "reproduce: tracediff run --profile quick --seeds 37" in output
     assert "Traceback" not in output
 

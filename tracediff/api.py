@@ -212,8 +212,9 @@ def _reproduce(scenario: Scenario, impls: Sequence[str]) -> str:
 
 
 def explanation_text(d: Divergence) -> str:
-    """A divergence as plain text: where, what kind, the fields that differ, the records
-    before it side by side, and an implementation's failure when it raised."""
+    """A divergence as plain text: where, what kind, where the states first disagreed, the
+    fields that differ, the records before it side by side, and an implementation's failure
+    when it raised."""
     from tracediff.report import describe
 
     a, b = d.impls
@@ -224,6 +225,10 @@ def explanation_text(d: Divergence) -> str:
         f"where:     {describe.where(d)}",
         f"kind:      {describe.kind_line(d)}",
     ]
+    if d.state or d.state_note:
+        # where the states first disagreed: often plans before the first differing record,
+        # the cause rather than the symptom (every report carries it; so does this text)
+        lines.append(f"state:     {describe.state_line(d)}")
     for change in d.changes[:MAX_FIELDS]:
         ulps = f"  ({describe.ulps_text(change)})" if change.ulps is not None else ""
         lines.append(
