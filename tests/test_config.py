@@ -72,6 +72,21 @@ def test_init_writes_a_starter_table_and_never_replaces_one(
     assert (tmp_path / "pyproject.toml").read_text() == text
 
 
+def test_init_writes_the_model_in_effect_with_its_implementations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["--model", "kvbatch", "init"])
+    assert done.exit_code == 0, done.output
+    text = (tmp_path / "pyproject.toml").read_text()
+    assert 'model = "kvbatch"' in text
+    monkeypatch.delenv("TRACEDIFF_MODEL", raising=False)
+    config = load_config(tmp_path)
+    assert config.model == "kvbatch" and config.impls == ("reference", "optimized")
+    # and the project's commands then run that model without --model
+    assert tracediff.load_project(tmp_path).model == "kvbatch"
+
+
 def test_run_from_a_subdirectory_replays_the_configured_corpus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

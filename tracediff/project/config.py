@@ -25,6 +25,7 @@ read, naming the file and the key.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import tomllib
@@ -164,8 +165,8 @@ def _parsed(text: str) -> dict[str, Any]:
 STARTER = """
 [tool.tracediff]
 # Written by `tracediff init`. Paths are relative to this file.
-# Implementations to compare (built-in name or package.module:attr); the first is the baseline.
-impls = ["reference", "optimized"]
+{model}# Implementations to compare (built-in name or module:attr); the first is the baseline.
+impls = {impls}
 profile = "quick"              # the seed-set profile run and gate use by default
 artifacts = "artifacts"        # findings' traces and reports are kept here
 timeout = 60.0                 # per-scenario time limit in seconds; over it is a finding
@@ -175,9 +176,16 @@ timeout = 60.0                 # per-scenario time limit in seconds; over it is 
 """
 
 
-def starter_text(existing: str) -> str:
+def starter_text(
+    existing: str,
+    *,
+    model: str | None = None,
+    impls: tuple[str, ...] = ("reference", "optimized"),
+) -> str:
     """``existing`` pyproject.toml text with the starter table appended; ConfigError when
-    it already has a ``[tool.tracediff]`` table (init never overwrites one)."""
+    it already has a ``[tool.tracediff]`` table (init never overwrites one). ``model``: the
+    decision model in effect when it is not the default one, written so that every later
+    command of the project uses it without ``--model``; ``impls``: that model's defaults."""
     try:
         data = tomllib.loads(existing)
     except tomllib.TOMLDecodeError as exc:
@@ -190,4 +198,7 @@ def starter_text(existing: str) -> str:
     text = existing
     if text and not text.endswith("\n"):
         text += "\n"
-    return (text + STARTER).lstrip("\n")
+    # json.dumps writes a TOML basic string (and an array of them) for any text
+    line = f"model = {json.dumps(model)}  # the decision model (tracediff models)\n"
+    table = STARTER.format(model=line if model else "", impls=json.dumps(list(impls)))
+    return (text + table).lstrip("\n")

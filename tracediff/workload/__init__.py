@@ -2,7 +2,8 @@
 
 The core's side of "scenarios from real traffic": reading request traces and cutting them
 into windows, knowing no model. A model maps a window's requests into its own scenario
-(``DecisionModel.workload_scenario``); nothing here imports one.
+(``DecisionModel.with_workload``, which turns a profile into one whose seed ``s`` maps
+``WorkloadSet.window(s)``); nothing here imports one.
 
     formats.py   the formats, told apart by content: Mooncake and tracediff JSON lines
                  (jsonl.py), Azure LLM inference and BurstGPT CSVs (csvs.py)
