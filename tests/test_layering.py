@@ -204,8 +204,12 @@ def test_click_only_in_the_cli_and_the_model_commands() -> None:
     assert _outside(("tracediff.cli",), "click", MODEL_COMMANDS) == []
 
 
+# A model's own commands and its state presenter (DecisionModel.present_state, optional).
+MODEL_PRESENTERS = re.compile(r"tracediff\.models\.[^.]+\.(commands(\.|$)|state_view$)")
+
+
 def test_rich_only_in_the_cli_the_presenters_and_the_model_commands() -> None:
-    assert _outside(("tracediff.cli", "tracediff.report"), "rich", MODEL_COMMANDS) == []
+    assert _outside(("tracediff.cli", "tracediff.report"), "rich", MODEL_PRESENTERS) == []
 
 
 def test_the_allowance_for_model_commands_is_only_theirs() -> None:

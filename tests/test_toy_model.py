@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,67 @@ def test_another_models_data_lives_in_a_subdirectory_named_after_it(
     finally:
         models._entry_points.cache_clear()
         models.get.cache_clear()
+
+
+# The speculative-decoding scheduler's vocabulary: none of it may reach another model's
+# reports (the core takes its wording from the model in effect).
+SPECDEC_WORDS = re.compile(
+    r"\b(scheduler|acceptance|credit|lanes?|drafts?|prefill\w*|rounds?|probe|plan counter)\b",
+    re.IGNORECASE,
+)
+
+
+def test_every_report_of_the_toy_speaks_its_words_not_the_schedulers(project: Path) -> None:
+    for impl, name in (("reference", "a.trace"), ("optimized", "b.trace")):
+        assert td(project, "record", "--seed", "3", "--impl", impl, "-o", name).returncode == 0
+    outputs = {
+        "run": td(project, "run", *DIVERGING, "--json", "run.json"),
+        "gate": td(
+            project,
+            "gate",
+            *DIVERGING,
+            "--junit",
+            "j.xml",
+            "--markdown",
+            "s.md",
+            "--html",
+            "r.html",
+            "--json",
+            "g.json",
+        ),  # fmt: skip
+        "diff": td(project, "diff", "a.trace", "b.trace"),
+        "show": td(project, "show", "a.trace"),
+        "replay": td(project, "replay", "a.trace", "--impl", "optimized", "--state"),
+        "replay-until": td(
+            project, "replay", "a.trace", "--impl", "fast", "--until", "2", "--state"
+        ),
+        "pair": td(
+            project,
+            "replay",
+            "a.trace",
+            "--impl",
+            "reference",
+            "--impl",
+            "optimized",
+            "--until",
+            "3",
+            "--state",
+        ),  # fmt: skip
+        "coverage": td(project, "coverage", "--json", "c.json"),
+        "coverage-help": td(project, "coverage", "--help"),
+    }
+    assert outputs["replay-until"].returncode == 0, outputs["replay-until"].stderr
+    # the toy's state, laid out in no model's words
+    assert "fast before plan 2\nwaiting: [(2, 4)]" in outputs["replay-until"].stdout
+    texts = {name: done.stdout + done.stderr for name, done in outputs.items()}
+    for name in ("run.json", "j.xml", "s.md", "r.html", "g.json", "c.json"):
+        path = project / name
+        assert path.exists(), f"{name} was not written"
+        text = path.read_text(encoding="utf-8")
+        if name.endswith(".html"):  # the page's text, not its styles and scripts
+            text = re.sub(r"<(style|script)\b.*?</\1>", "", text, flags=re.S)
+        texts[name] = text
+    for name, text in texts.items():
+        text = re.sub(r"Dask\s+scheduler", "", text)  # Dask's own word for its server
+        found = sorted({m.group(0).lower() for m in SPECDEC_WORDS.finditer(text)})
+        assert not found, f"{name} speaks of {found}:\n{text[:3000]}"

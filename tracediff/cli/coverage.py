@@ -1,4 +1,5 @@
-"""``tracediff coverage``: per scheduler feature, the scenarios and plans that exercised it."""
+"""``tracediff coverage``: per feature of the model's rules, the scenarios and plans that
+exercised it."""
 
 from __future__ import annotations
 
@@ -42,12 +43,12 @@ def coverage(
     executor_text: str,
     no_progress: bool,
 ) -> None:
-    """Per scheduler feature, how many scenarios and plans of a profile exercised it.
+    """Per feature of the model's rules, how many scenarios and plans of a profile exercised it.
 
     Drives the reference over the seed set. Exits 1 when some required feature is exercised
     by no scenario (the profile cannot catch a divergence there) or some seed could not be
-    measured (the reference failed on it), 0 otherwise; the round-size rows marked (info)
-    are reported but do not decide the exit code.
+    measured (the reference failed on it), 0 otherwise; rows marked (info) are reported but
+    do not decide the exit code.
     """
     from tracediff.campaign.clauses import coverage as measure
     from tracediff.campaign.clauses import coverage_to_dict

@@ -128,9 +128,12 @@ def replay(
         )
     if want_state:
         if result.state is not None:
-            from tracediff.report.state import state_renderable
+            from tracediff.report.state import present_state
+            from tracediff.trace import TraceReader
+            from tracediff.trace.checked import trace_model
 
-            console.print(state_renderable(result.state, f"{spec.name} {result.state_at}"))
+            model = trace_model(TraceReader(trace))  # the trace's own model lays it out
+            console.print(present_state(model, result.state, f"{spec.name} {result.state_at}"))
         elif result.state_at:
             console.print(f"state {result.state_at}", markup=False)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDING)

@@ -176,7 +176,10 @@ def _section(d: Divergence, title: str) -> str:
             "</figure>",
         ]
     else:
-        out.append('<p class="no-timeline">No rounds to draw (none recorded or re-run).</p>')
+        out.append(
+            '<p class="no-timeline">No timeline to draw (the model records none, or none was '
+            "re-run).</p>"
+        )
     if d.changes:
         out.append(
             f'<table class="changes"><caption>fields that differ ({d.total_changes})</caption>'

@@ -13,13 +13,15 @@ from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
 
 def trace_summary_renderable(path: str, reader: Any) -> Table:
-    """Counts by record type and round source, clock, digest, provenance; every record is
-    checked against the trace schema on the way (a TraceFormatError names the bad one)."""
+    """Counts by record type and decision kind, clock, digest, provenance; every record is
+    checked against the trace schema on the way (a TraceFormatError names the bad one).
+    The clock is shown in seconds when the model says how long its tick is (its optional
+    ``clock_seconds``: specdec's clock counts microseconds), else as the number it is."""
     model = trace_model(reader)
     checker = trace_checker(reader)
     scenario = checker.scenario
     counts: Counter[str] = Counter()
-    rounds: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
     last_now = 0
     for checked in checked_records(reader, checker):
         record = checked.record
@@ -27,7 +29,7 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         counts[kind] += 1
         last_now = max(last_now, record["now"])
         if kind == DECISION:
-            rounds[model.decision_kind(record)] += 1
+            kinds[model.decision_kind(record)] += 1
     # The path is a row, not the title: a title wraps at the table's width and cuts it.
     table = Table(show_header=False)
     table.add_column("field", no_wrap=True)
@@ -38,8 +40,8 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         table.add_row(escape(field), escape(value))
     for kind in sorted(counts):
         table.add_row(f"{kind} records", f"{counts[kind]:,}")
-    for source in sorted(rounds):
-        table.add_row(f"rounds: {source}", f"{rounds[source]:,}")
+    for kind in sorted(kinds):
+        table.add_row(f"decisions: {kind}", f"{kinds[kind]:,}")
     live = reader.header.get("live")
     if isinstance(live, dict):
         # A live engine's trace: the clock was real, and the run depended on these.
@@ -50,7 +52,11 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
             f"deterministic {live.get('deterministic_algorithms')}",
         )
     else:
-        table.add_row("simulated time", f"{last_now / 1e6:.3f} s")
+        tick = getattr(model, "clock_seconds", None)
+        if isinstance(tick, (int, float)) and tick > 0:
+            table.add_row("simulated time", f"{last_now * tick:.3f} s")
+        else:
+            table.add_row("clock at the end", f"{last_now:,}")
     table.add_row("body digest", reader.verify())
     provenance = reader.provenance or {}
     for key in sorted(provenance, key=str):

@@ -1,14 +1,15 @@
-"""A scheduler's state (``SchedulerCore.state()``) as rich renderables, for ``replay --state``.
+"""An implementation's state (its ``state()``) as rich renderables, for ``replay --state``.
 
-The state is a plain JSON-friendly map; this module only lays it out: the scheduler-wide
-values (plan counter, acceptance credit), the requests with their lanes, pending counts and
-survival curves, the rounds in flight, and the packed round table. Keys it does not know are
-listed at the end as they are, so an implementation that reports more is still shown whole.
+A model lays its own state out when it has a presenter (``DecisionModel.present_state``,
+optional); otherwise :func:`generic_state` shows any plain JSON-friendly map in words that
+belong to no model: the scalar fields on one line, each list of maps as a table whose
+columns are the maps' keys, every other field as ``key: value``. :func:`state_pair_table`
+puts two states side by side, field by field, in the path notation of the state diff.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -16,106 +17,54 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-KNOWN = ("plan", "credit", "requests", "submitted", "table")
-CURVE_DIGITS = 3
+MAX_TABLE_ROWS = 200  # a state's list is shown whole up to this many rows, then counted
 
 
-def requests_table(requests: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title=f"requests ({len(requests)})", header_style="bold")
-    columns = (
-        ("id", "id"),
-        ("phase", "phase"),
-        ("slot", "slot"),
-        ("gen", "generated"),
-        ("filled", "prefilled"),
-        ("pend", "pending_count"),
-        ("adv", "pending_advance"),
-        ("served", "last_served"),
-        ("offer", "offer"),
-    )
-    table.caption = (
-        "gen: tokens generated; filled: prompt tokens prefilled; pend, adv: rounds in "
-        "flight and the tokens they can still add; served: the plan that last served it"
-    )
-    for name, _key in columns:
-        table.add_column(name, justify="left" if name == "phase" else "right")
-    for r in requests:
-        table.add_row(*(str(r.get(key)) for _name, key in columns))
-    return table
+def present_state(model: Any, state: Mapping[str, Any], title: str) -> RenderableType:
+    """``state`` as ``model`` lays it out, else as :func:`generic_state` does."""
+    presenter = getattr(model, "present_state", None)
+    if callable(presenter):
+        shown: RenderableType = presenter(state, title)
+        return shown
+    return generic_state(state, title)
 
 
-def curves_table(requests: Sequence[Mapping[str, Any]]) -> Table:
-    """Per request: the survival curve s_1..s_7 and the counters accepts/trials behind it."""
-    table = Table(title="acceptance: survival s_k, accepts/trials", header_style="bold")
-    table.add_column("id", justify="right")
-    depths = max((len(r.get("curve") or ()) for r in requests), default=0)
-    for k in range(1, depths + 1):
-        table.add_column(f"k={k}", justify="right")
-    for r in requests:
-        curve = list(r.get("curve") or ())
-        accepts, trials = list(r.get("accepts") or ()), list(r.get("trials") or ())
-        cells = []
-        for k in range(depths):
-            value = curve[k] if k < len(curve) else None
-            shown = f"{value:.{CURVE_DIGITS}f}" if isinstance(value, float) else str(value)
-            if k < len(accepts) and k < len(trials):
-                shown += f" {accepts[k]}/{trials[k]}"
-            cells.append(shown)
-        table.add_row(str(r.get("id")), *cells)
-    return table
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
-def submitted_table(rounds: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title=f"rounds in flight ({len(rounds)})", header_style="bold")
-    for name in ("plan", "kind", "b_pad", "width", "lanes (request:prefix)", "duration µs"):
-        table.add_column(name, justify="left" if name.startswith(("kind", "lanes")) else "right")
-    for r in rounds:
-        lanes = " ".join(f"{lane[0]}:{lane[1]}" for lane in r.get("lanes", []))
-        table.add_row(
-            str(r.get("plan")),
-            str(r.get("kind")),
-            str(r.get("b_pad")),
-            str(r.get("width")),
-            lanes or "(prefill only)",
-            str(r.get("duration")),
-        )
-    return table
+def _shown(value: Any) -> str:
+    from tracediff.report.describe import short
+
+    return f"{value:.6g}" if isinstance(value, float) else short(value, 60)
 
 
-def round_table(rows: Sequence[Sequence[Any]]) -> Table:
-    table = Table(title=f"packed round table, observed shapes ({len(rows)})", header_style="bold")
-    for name in ("kind", "b_pad", "width", "estimate µs", "observed at µs"):
-        table.add_column(name, justify="left" if name == "kind" else "right")
-    for row in rows:
-        table.add_row(*(str(v) for v in row))
-    return table
-
-
-def state_renderable(state: Mapping[str, Any], title: str = "scheduler state") -> RenderableType:
-    """The whole state: header line, requests, rounds in flight, round table, extras."""
-    credit = state.get("credit")
-    credit_text = f"{credit:.6g}" if isinstance(credit, float) else str(credit)
+def generic_state(state: Mapping[str, Any], title: str = "state") -> RenderableType:
+    """Any state map: scalars on the title line, lists of maps as tables, the rest as is."""
+    scalars = [f"{key} {_shown(value)}" for key, value in state.items() if _scalar(value)]
     parts: list[RenderableType] = [
-        Text(
-            f"{title}: plan counter {state.get('plan')}, acceptance credit {credit_text}",
-            style="bold",
-        )
+        Text(f"{title}: {', '.join(scalars)}" if scalars else title, style="bold")
     ]
-    requests = state.get("requests")
-    if isinstance(requests, list):
-        parts.append(requests_table(requests))
-        if any(isinstance(r, Mapping) and r.get("curve") for r in requests):
-            parts.append(curves_table(requests))
-    submitted = state.get("submitted")
-    if isinstance(submitted, list):
-        parts.append(submitted_table(submitted))
-    table = state.get("table")
-    if isinstance(table, list):
-        parts.append(round_table(table))
-    for key in state:
-        if key not in KNOWN:
-            parts.append(Text(f"{key}: {state[key]!r}"))
+    for key, value in state.items():
+        if _scalar(value):
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            parts.append(_rows_table(str(key), value))
+        else:
+            parts.append(Text(f"{key}: {_shown(value)}"))
     return Group(*parts)
+
+
+def _rows_table(name: str, rows: list[Mapping[str, Any]]) -> Table:
+    columns = list(dict.fromkeys(k for row in rows for k in row))  # first seen, first shown
+    table = Table(title=f"{name} ({len(rows)})", header_style="bold")
+    for column in columns:
+        table.add_column(str(column), overflow="fold")
+    for row in rows[:MAX_TABLE_ROWS]:
+        table.add_row(*(Text(_shown(row.get(c))) for c in columns))
+    if len(rows) > MAX_TABLE_ROWS:
+        table.caption = f"the first {MAX_TABLE_ROWS} of {len(rows)} rows"
+    return table
 
 
 def state_pair_table(

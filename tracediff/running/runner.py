@@ -647,7 +647,7 @@ def outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) ->
         if outcome.leftovers:
             note = (
                 f"an implementation {LEFT_RUNNING} after the scenario: "
-                f"{', '.join(outcome.leftovers)}; tracediff killed them (a scheduler must "
+                f"{', '.join(outcome.leftovers)}; tracediff killed them (an implementation must "
                 "stop the processes it starts)"
             )
             status = ERROR if result.status == IDENTICAL else result.status

@@ -143,6 +143,14 @@ class SpecDecModel:
         result: Record = rows_view(record)
         return result
 
+    clock_seconds = 1e-6  # the clock counts microseconds (``tracediff show``)
+
+    def present_state(self, state: Mapping[str, Any], title: str) -> Any:
+        """``replay --state``'s view: requests, lanes, survival curves, rounds in flight."""
+        from tracediff.models.specdec.state_view import state_renderable
+
+        return state_renderable(state, title)
+
     def replay(self, reader: Any, spec: Any, *, until: int | None, want_state: bool) -> Any:
         from tracediff.models.specdec.replay import replay_trace
 
