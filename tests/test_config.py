@@ -76,11 +76,13 @@ def test_init_writes_the_model_in_effect_with_its_implementations(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    # --model sets $TRACEDIFF_MODEL in this process: restored (unset) after the test
+    monkeypatch.setenv("TRACEDIFF_MODEL", "")
     done = CliRunner().invoke(main, ["--model", "kvbatch", "init"])
     assert done.exit_code == 0, done.output
     text = (tmp_path / "pyproject.toml").read_text()
     assert 'model = "kvbatch"' in text
-    monkeypatch.delenv("TRACEDIFF_MODEL", raising=False)
+    monkeypatch.setenv("TRACEDIFF_MODEL", "")
     config = load_config(tmp_path)
     assert config.model == "kvbatch" and config.impls == ("reference", "optimized")
     # and the project's commands then run that model without --model

@@ -254,3 +254,41 @@ def test_every_report_of_the_toy_speaks_its_words_not_the_schedulers(project: Pa
         text = re.sub(r"Dask\s+scheduler", "", text)  # Dask's own word for its server
         found = sorted({m.group(0).lower() for m in SPECDEC_WORDS.finditer(text)})
         assert not found, f"{name} speaks of {found}:\n{text[:3000]}"
+
+
+def test_the_projects_profile_files_reach_a_users_model(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / "pyproject.toml").write_text(PYPROJECT + 'profiles = "prof"\n', encoding="utf-8")
+    (project / "prof").mkdir()
+    (project / "prof" / "wide.toml").write_text("seeds = 5\nmax_jobs = 30\n", encoding="utf-8")
+    done = td(project, "run", "--profile", "wide")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "identical: 5 scenarios" in done.stdout
+    # $TRACEDIFF_PROFILES comes first
+    (project / "env").mkdir()
+    (project / "env" / "wide.toml").write_text("seeds = 3\n", encoding="utf-8")
+    monkeypatch.setenv("TRACEDIFF_PROFILES", str(project / "env"))
+    assert "identical: 3 scenarios" in td(project, "run", "--profile", "wide").stdout
+    monkeypatch.delenv("TRACEDIFF_PROFILES")
+    bad = project / "prof" / "bad.toml"
+    bad.write_text("max_jobs = 'x'\n", encoding="utf-8")
+    refused = td(project, "run", "--profile", "bad")
+    assert refused.returncode == 2 and "bad.toml: seeds and max_jobs" in refused.stderr
+    # another model chosen for one command finds its files in a subdirectory named after it,
+    # with a [workload] table read through the public workload API
+    samples = Path(__file__).resolve().parent.parent / "workloads"
+    (project / "prof" / "kvbatch").mkdir()
+    (project / "prof" / "kvbatch" / "traffic.toml").write_text(
+        f'seeds = "0..3"\n[workload]\nfile = "{samples / "azure_code.csv"}"\nwindow = 6\n',
+        encoding="utf-8",
+    )
+    guest = td(project, "--model", "kvbatch", "run", "--profile", "traffic")
+    assert guest.returncode == 0, guest.stdout + guest.stderr
+    assert "identical: 4 scenarios" in guest.stdout
+    show = td(project, "--model", "kvbatch", "record", "--profile", "traffic", "--seed", "1",
+              "-o", "k.trace")  # fmt: skip
+    assert show.returncode == 0, show.stderr
+    header = json.loads(td(project, "show", "k.trace", "--jsonl").stdout.splitlines()[0])
+    origin = header["scenario"]["workload"]
+    assert origin["name"] == "azure_code" and origin["length"] == 6

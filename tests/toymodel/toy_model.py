@@ -21,7 +21,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tracediff.errors import ScenarioError, SchedulerFault, UsageError
+from tracediff.errors import ProfileError, ScenarioError, SchedulerFault, UsageError
 from tracediff.model import Clause, Record, Shrinking
 from tracediff.models import BaseModel
 
@@ -159,6 +159,14 @@ class ToyModel(BaseModel):
 
     def profile_names(self) -> list[str]:
         return sorted(PROFILES)
+
+    def profile_from_toml(self, data: dict[str, Any], path: str) -> ToyProfile:
+        """A project's profile file: ``seeds = N`` (0..N-1) and ``max_jobs``."""
+        seeds, max_jobs = data.get("seeds", 20), data.get("max_jobs", 8)
+        if type(seeds) is not int or type(max_jobs) is not int or not 1 <= max_jobs <= 64:
+            raise ProfileError(f"{path}: seeds and max_jobs (1..64) must be integers")
+        name = path.rsplit("/", 1)[-1].removesuffix(".toml")
+        return ToyProfile(name, data.get("description", ""), tuple(range(seeds)), max_jobs)
 
     def generate(self, profile: ToyProfile, seed: int) -> ToyScenario:
         rng = random.Random(f"toy:{profile.name}:{seed}")

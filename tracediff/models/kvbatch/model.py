@@ -60,6 +60,9 @@ class KVBatchModel(BaseModel):
     def profile_names(self) -> list[str]:
         return sorted(scenario.PROFILE_NAMES)
 
+    def profile_from_toml(self, data: dict[str, Any], path: str) -> KVProfile:
+        return scenario.profile_from_toml(data, path)
+
     def with_workload(self, profile: KVProfile, workloads: Any) -> KVProfile:
         return scenario.with_workload(profile, workloads)
 

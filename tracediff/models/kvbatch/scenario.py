@@ -10,6 +10,7 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tracediff.errors import ScenarioError, UsageError
@@ -162,6 +163,53 @@ def load_profile(name: str) -> KVProfile:
             f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILE_NAMES))}"
         )
     return PROFILES[name]
+
+
+# A profile file's keys (``profile_from_toml``); the bounds a generated scenario draws under.
+PROFILE_KEYS = ("name", "description", "seeds", "max_requests", "max_prompt", "max_output",
+                "workload")  # fmt: skip
+PROFILE_BOUNDS = {"max_requests": (1, 64), "max_prompt": (1, 4096), "max_output": (1, 4096)}
+
+
+def profile_from_toml(data: dict[str, Any], path: str) -> KVProfile:
+    """A profile file of the project (``NAME.toml``): the quick profile's bounds unless it
+    gives its own, its seeds (``"0..99"`` or a list), and a ``[workload]`` table that takes
+    the requests from request-trace windows (docs/workloads.md); ProfileError naming the key."""
+    from tracediff import workload
+    from tracediff.errors import ProfileError
+    from tracediff.project.seeds import parse_seeds
+
+    unknown = sorted(set(data) - set(PROFILE_KEYS))
+    if unknown:
+        raise ProfileError(f"{path}: unknown key {unknown[0]!r}; allowed: {list(PROFILE_KEYS)}")
+    base = PROFILES["quick"]
+    name = data.get("name", Path(path).stem)
+    description = data.get("description", f"kvbatch profile {path}")
+    if not isinstance(name, str) or not name or not isinstance(description, str):
+        raise ProfileError(f"{path}: name and description must be strings")
+    seeds_value = data.get("seeds", "0..39")
+    try:
+        if isinstance(seeds_value, str):
+            seeds = parse_seeds(seeds_value)
+        elif isinstance(seeds_value, list) and all(type(v) is int for v in seeds_value):
+            seeds = parse_seeds(",".join(str(v) for v in seeds_value)) if seeds_value else ()
+        else:
+            raise ProfileError(f'{path}: seeds must be a seed set ("0..99") or a list')
+    except UsageError as exc:
+        raise ProfileError(f"{path}: seeds: {exc}") from None
+    bounds = {}
+    for key, (low, high) in PROFILE_BOUNDS.items():
+        value = data.get(key, getattr(base, key))
+        if type(value) is not int or not low <= value <= high:
+            raise ProfileError(f"{path}: {key} must be an integer in {low}..{high}")
+        bounds[key] = value
+    workloads = None
+    if "workload" in data:
+        spec = workload.parse_table(
+            data["workload"], Path(path).parent, lambda key: f"{path} [workload] {key or ''}"
+        )
+        workloads = workload.load(spec)
+    return KVProfile(name, description, seeds, workload=workloads, **bounds)
 
 
 def _workload_profile() -> KVProfile:
