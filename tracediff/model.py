@@ -332,6 +332,11 @@ def names() -> list[str]:
     return sorted(_entry_points())
 
 
+def targets() -> dict[str, str]:
+    """Every registered model: name -> ``module:attr`` of its model object."""
+    return dict(_entry_points())
+
+
 @functools.cache
 def get(name: str | None = None) -> DecisionModel:
     """The model registered as ``name`` (the default model for None)."""
@@ -347,10 +352,15 @@ def get(name: str | None = None) -> DecisionModel:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except Exception as exc:  # noqa: BLE001 - a broken plugin is the user's to fix
-        raise UsageError(
-            f"model {wanted!r}: cannot load {target}: {type(exc).__name__}: {exc}"
-        ) from None
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - the plugin's
+        # to fix; SystemExit too: a plug-in that exits on import must not end tracediff
+        # with its exit status
+        if isinstance(exc, KeyboardInterrupt) and hasattr(exc, "signum"):
+            raise  # a real Ctrl-C while it imported (tracediff.executor.call.Interrupted)
+        what = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, SystemExit):
+            what = f"SystemExit({exc.code!r:.40})"
+        raise UsageError(f"model {wanted!r}: cannot load {target}: {what}") from None
     missing = [m for m in _REQUIRED if not _has(obj, m)]
     if missing:
         raise UsageError(

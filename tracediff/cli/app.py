@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import io
 import math
 import os
@@ -231,7 +232,16 @@ class TracediffGroup(_HelpGroup):
             if _debug(ctx):
                 raise
             _fail(_one_line(str(exc)), exc.exit_code)
+        except SystemExit as exc:
+            # tracediff's own commands end with sys.exit; one raised by a model's code (its
+            # import, generator, driver...) is the model's failure, never the exit status
+            _blame_model(ctx, exc)
+            raise
         except KeyboardInterrupt as exc:  # a real Ctrl-C (or SIGTERM) outside a run
+            from tracediff.executor.call import Interrupted
+
+            if not isinstance(exc, Interrupted):
+                _blame_model(ctx, exc)  # raised by a model's code, not by a signal
             if _debug(ctx):
                 raise
             _fail("interrupted", exit_interrupted(getattr(exc, "signum", signal.SIGINT)))
@@ -250,6 +260,7 @@ class TracediffGroup(_HelpGroup):
                 raise
             _fail(_one_line(f"{_where(exc)}{exc.strerror or exc}"), EXIT_USAGE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 3
+            _blame_model(ctx, exc)  # a model's own code: exit 2, naming it
             if _debug(ctx):
                 raise
             _fail(
@@ -259,6 +270,40 @@ class TracediffGroup(_HelpGroup):
                 ),
                 EXIT_INTERNAL,
             )
+
+
+def _blame_model(ctx: click.Context, exc: BaseException) -> None:
+    """Exit 2 naming the model, its member and the file and line, when ``exc`` came from a
+    model's own code (tracediff.blame); return when it is tracediff's."""
+    from tracediff.blame import model_fault
+
+    if isinstance(exc, SystemExit) and _commands_own_exit(ctx, exc):
+        return
+    fault = model_fault(exc)
+    if fault is None:
+        return
+    if _debug(ctx):
+        raise exc
+    _fail(_one_line(fault.message()), EXIT_USAGE)
+
+
+def _commands_own_exit(ctx: click.Context, exc: SystemExit) -> bool:
+    """Whether the command that ran ended itself: the exit was called in its own module (a
+    model's own command, e.g. ``tracediff live``, ends with sys.exit as the core's do)."""
+    import traceback
+
+    name = ctx.invoked_subcommand
+    command = (
+        ctx.command.get_command(ctx, name)
+        if name and isinstance(ctx.command, click.Group)
+        else None
+    )
+    callback = getattr(command, "callback", None)
+    code = getattr(inspect.unwrap(callback), "__code__", None) if callback is not None else None
+    frames = traceback.extract_tb(exc.__traceback__)
+    if code is None or not frames:
+        return True  # no command ran: an exit before one is tracediff's own
+    return bool(frames[-1].filename == code.co_filename)
 
 
 def warm_workers() -> None:

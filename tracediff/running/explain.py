@@ -29,6 +29,7 @@ is called not deterministic.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -65,6 +66,7 @@ from tracediff.executor import DONE, Executor, Notify, ScenarioTimeout, open_exe
 from tracediff.model import DecisionModel, Scenario
 from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec, load
+from tracediff.running import record as record_module
 from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.running.state import first_state_difference
 from tracediff.trace import TraceReader, decode, encode
@@ -114,20 +116,51 @@ def raised_in(exc: BaseException, model: DecisionModel | None = None) -> str:
     and engine are). Which plan or record it happened at is left out on purpose: one bug,
     one signature.
     """
-    driver_file, *engine_dirs = (model or current_model()).engine_files()
+    chosen = model or current_model()
+    driver_file, *engine_dirs = chosen.engine_files()
     frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "encode"  # raised where no driver ran (a record that could not be encoded)
+    for position, frame in enumerate(frames[:-1]):
+        # the timed decision (running/record.py) calls the implementation's own method
+        if frame.name == "_decide" and frame.filename == _RECORD_FILE:
+            return f"{frames[position + 1].name}()"
     at = None
     for position, frame in enumerate(frames):
         if frame.name == "drive" and frame.filename.endswith(driver_file):
             at = position
     if at is None:
-        return "encode"
+        # a driver whose drive lives elsewhere (an engine module of its own): the outermost
+        # call of a driver method outside tracediff and the driver's file is the call
+        methods = set(chosen.methods)
+        for frame in frames:
+            if (
+                frame.name in methods
+                and not frame.filename.endswith(driver_file)
+                and not _in_tracediff(frame.filename)
+            ):
+                return f"{frame.name}()"
+        if any(frame.name == "encode" and _in_tracediff(frame.filename) for frame in frames):
+            return "encode"
+        return "driver"
     if at + 1 >= len(frames):
         return "driver"
     called = frames[at + 1]
     if any(part in called.filename for part in engine_dirs):
         return "engine"
     return f"{called.name}()"
+
+
+_RECORD_FILE = record_module.__file__
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _in_tracediff(filename: str) -> bool:
+    """Whether a frame is tracediff's own core (a built-in model's is not)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE_DIR + os.sep) and not path.startswith(
+        os.path.join(_PACKAGE_DIR, "models") + os.sep
+    )
 
 
 @dataclass

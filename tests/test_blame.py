@@ -1,0 +1,147 @@
+"""Blame the right party: a model's own code failing is the model's (exit 2, naming the
+model, the member tracediff called and the file and line), never tracediff's bug (exit 3)
+nor an exit status (a model's ``sys.exit(0)``); an implementation's exception is named by
+the method that raised, wherever the model's driver lives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOY = Path(__file__).resolve().parent / "toymodel"
+
+HOSTILE = """
+import sys
+from toy_model import ToyModel
+
+
+class BadProfile(ToyModel):
+    name = "badprofile"
+
+    def load_profile(self, name):
+        settings = {"window": 3}
+        return settings.window  # the model's bug
+
+
+class Exits(ToyModel):
+    name = "exits"
+
+    def generate(self, profile, seed):
+        sys.exit(0)
+
+
+class Interrupts(ToyModel):
+    name = "interrupts"
+
+    def generate(self, profile, seed):
+        raise KeyboardInterrupt
+
+
+BADPROFILE, EXITS, INTERRUPTS = BadProfile(), Exits(), Interrupts()
+"""
+
+# a driver whose drive lives in an engine module of its own
+ENGINE = """
+def run(model, scenario, impl, check):
+    yield from type(model).__mro__[1].drive(model, scenario, impl, check=check)
+"""
+ELSEWHERE = """
+import toy_engine
+from toy_model import ToyModel
+
+
+class Elsewhere(ToyModel):
+    name = "elsewhere"
+
+    def drive(self, scenario, impl, *, check=True):
+        return toy_engine.run(self, scenario, impl, check)
+
+
+ELSEWHERE = Elsewhere()
+"""
+RAISER = """
+from toy_model import Reference
+
+
+class Raiser(Reference):
+    def plan(self, now):
+        if now > 3:
+            return {}["missing"]
+        return super().plan(now)
+"""
+ENTRY_POINTS = """[tracediff.models]
+badprofile = hostile_models:BADPROFILE
+exits = hostile_models:EXITS
+interrupts = hostile_models:INTERRUPTS
+onimport = exits_on_import:MODEL
+elsewhere = elsewhere_model:ELSEWHERE
+"""
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("plugins")
+    (root / "hostile_models.py").write_text(HOSTILE)
+    (root / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+    (root / "toy_engine.py").write_text(ENGINE)
+    (root / "elsewhere_model.py").write_text(ELSEWHERE)
+    (root / "raiser.py").write_text(RAISER)
+    info = root / "hostile_plugins-1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hostile-plugins\nVersion: 1\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    return root
+
+
+def td(plugins: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(plugins), str(TOY)])
+    env.pop("TRACEDIFF_MODEL", None)
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "member", "error", "line"),
+    [
+        ("badprofile", "load_profile", "AttributeError: 'dict' object has no attribute", 11),
+        ("exits", "generate", "SystemExit(0) (a model must not exit the process)", 18),
+        ("interrupts", "generate", "KeyboardInterrupt", 25),
+    ],
+)
+def test_a_models_own_failure_is_exit_2_naming_it(
+    plugins: Path, tmp_path: Path, model: str, member: str, error: str, line: int
+) -> None:
+    for args in (("record", "--seed", "1", "-o", "x.trace"), ("gate", "--junit", "j.xml")):
+        done = td(plugins, tmp_path, "--model", model, *args)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"the model {model!r} failed in {member}: {error}" in done.stderr
+        assert f"(hostile_models.py:{line})" in done.stderr
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+        assert not (tmp_path / "x.trace").exists()
+
+
+def test_a_plugin_that_exits_on_import_is_refused_not_obeyed(plugins: Path, tmp_path: Path) -> None:
+    done = td(plugins, tmp_path, "--model", "onimport", "gate", "--junit", "j.xml")
+    assert done.returncode == 2
+    assert "cannot load exits_on_import:MODEL: SystemExit(0)" in done.stderr
+    listed = td(plugins, tmp_path, "models")
+    assert listed.returncode == 0 and "onimport" in listed.stdout
+    assert "toy" in listed.stdout  # the others are still listed
+
+
+def test_an_implementations_exception_names_its_method_wherever_the_driver_lives(
+    plugins: Path, tmp_path: Path
+) -> None:
+    done = td(plugins, tmp_path, "--model", "elsewhere", "run", "--seeds", "3",
+              "--impl", "reference", "--impl", "raiser:Raiser")  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error · plan(): raised KeyError" in done.stdout
+    assert "encode()" not in done.stdout and "error · encode" not in done.stdout
