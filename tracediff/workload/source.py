@@ -163,11 +163,17 @@ def _text(path: str, raw: bytes, number: int) -> str:
             path, number, f"a line of over {MAX_LINE:,} bytes; no request is so long"
         )
     try:
-        return raw.decode("utf-8").rstrip("\r\n")
+        text = raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as exc:
         raise WorkloadError(
             path, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
+    if "\r" in text:  # no request holds one; lines that end in CR alone read as one line
+        raise WorkloadError(
+            path, number, "a carriage return inside a line: lines must end in LF or CRLF "
+            "(convert CR-only line ends, e.g. tr '\\r' '\\n' < FILE)"
+        )  # fmt: skip
+    return text
 
 
 def _lines(
