@@ -248,3 +248,78 @@ def test_a_bad_workload_table_is_named(tmp_path: Path, table: str, words: str) -
     with pytest.raises((WorkloadError, ProfileError)) as caught:
         SPECDEC.load_profile(str(profile))
     assert words in str(caught.value), caught.value
+
+
+# -- a workload's identity is its content (docs/workloads.md) ------------------------------
+def _rewrite_in_place(path: Path) -> None:
+    """The first request's last count changed: the same size, the same inode."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b"\n", data.index(b"\n") + 1) - 1  # the second line's last digit
+    data[at] = ord("1") if data[at] != ord("1") else ord("2")
+    with path.open("r+b") as stream:
+        stream.write(data)
+
+
+@pytest.mark.parametrize("settled", [True, False], ids=["hashed-once", "hashed-each-read"])
+def test_a_workload_rewritten_to_the_same_size_is_refused_where_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settled: bool
+) -> None:
+    import tracediff.workload.source as source
+
+    # settled: the file's first hash is kept (keyed by its stat), as for a file not changed
+    # in the last seconds; a rewrite changes the key, so the file is hashed again
+    monkeypatch.setattr(source, "_SETTLED_NS", -1 if settled else 1 << 62)
+    monkeypatch.setattr(source, "_VERIFIED", {})
+    path = tmp_path / "w.csv"
+    path.write_bytes(SAMPLES["azure"].read_bytes())
+    workload = open_workload(path)
+    before = workload.read(0, 4)
+    assert workload.read(0, 4) == before
+    assert bool(source._VERIFIED) is settled
+    _rewrite_in_place(path)
+    assert path.stat().st_size == workload.size
+    with pytest.raises(WorkloadError) as caught:
+        workload.read(0, 4)
+    assert str(caught.value).startswith(f"{path.resolve()}: changed since it was opened (")
+    assert "sha256" in str(caught.value) and "run again" in str(caught.value)
+    path.write_bytes(SAMPLES["azure"].read_bytes())  # the same content again: the same file
+    assert workload.read(0, 4) == before
+
+
+def _campaign(*args: str, rewrite: Path, cwd: Path) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRACEDIFF_TEST_REWRITE=str(rewrite), PYTHONPATH=str(ROOT))
+    env.pop("TRACEDIFF_MODEL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", "--model", "kvbatch", "campaign", "--no-progress",
+         "-j", "1", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_a_campaign_whose_workload_is_rewritten_meanwhile_exits_2_naming_it(
+    tmp_path: Path,
+) -> None:
+    """The first scenario's implementation rewrites the file in place (the same size): the
+    worker reading the next window refuses, and so does a resume."""
+    path = tmp_path / "w.csv"
+    path.write_bytes(SAMPLES["azure"].read_bytes())
+    rewrites = "tests.impls.rewrites_workload:RewritesWorkload"
+    done = _campaign("--workload", str(path), "--seeds", "0..5", "--out", "c1", "--impl",
+                     rewrites, "--impl", "reference", rewrite=path, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and f"{path}: changed since it was opened" in lines[0], lines
+    # a finished campaign resumed over the changed file
+    path.write_bytes(SAMPLES["azure"].read_bytes())
+    first = _campaign("--workload", str(path), "--seeds", "0..1", "--out", "c2",
+                      rewrite=path, cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    _rewrite_in_place(path)
+    again = _campaign("--workload", str(path), "--seeds", "0..3", "--out", "c2",
+                      rewrite=path, cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert f"the content of the workload {path}" in again.stderr, again.stderr

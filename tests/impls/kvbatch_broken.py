@@ -23,10 +23,11 @@ class HitIgnoresRefcount(Optimized):
     """A prefix hit sets the block's reference count to 1 instead of adding one: a block
     shared by two requests is freed when the first lets it go."""
 
-    def take(self, hits: list[int], revived: int) -> None:
+    def take(self, hits: list[int]) -> None:
         for b in hits:
+            if self.ref[b] == 0:
+                self.free -= 1
             self.ref[b] = 1
-        self.free -= revived
 
 
 class PreemptOldestFirst(Optimized):
@@ -45,3 +46,15 @@ class ChunkOffByOne(Optimized):
         if remaining > budget > 1:
             return budget - 1
         return min(remaining, budget)
+
+
+class HitRepeatLeavesFreeTwice(Optimized):
+    """A prefix hit takes each hit block out of the free count, a block hit twice (a prompt
+    that repeats a hash, ``[1, 2, 1]``) twice: the shipped optimized planner's bug until
+    round 4 of the reliability issue."""
+
+    def take(self, hits: list[int]) -> None:
+        for b in hits:
+            if self.ref[b] == 0:
+                self.free -= hits.count(b)
+            self.ref[b] += 1

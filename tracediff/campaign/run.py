@@ -50,12 +50,17 @@ class CampaignOptions:
     def identity(self) -> dict[str, Any]:
         """What a campaign directory belongs to: resuming with other values is refused."""
         from tracediff.running.fingerprint import fingerprint
+        from tracediff.workload import WorkloadSet
 
         options = {**self.run_options.outcome_options(), "profile": repr(self.profile)}
+        parts = fingerprint(self.impls, options)
+        workloads = getattr(self.profile, "workload", None)
+        if isinstance(workloads, WorkloadSet):  # named, so that a refusal names the file
+            parts.update({f"workload {w.path}": w.sha256 for w in workloads.workloads})
         return {
             "impls": [[spec.name, spec.target] for spec in self.impls],
             "profile": self.profile.name,
-            "fingerprint": fingerprint(self.impls, options),
+            "fingerprint": parts,
         }
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import ConfigError
+from tracediff.errors import NESTING, ConfigError
 
 FILE = "pyproject.toml"
 TABLE = "tool.tracediff"
@@ -120,7 +120,14 @@ def parse_config(table: dict[str, Any], path: Path) -> Config:
             continue
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where} {key}: expected a path (a string)")
-        values[key] = (path.parent / value).resolve()
+        if "\0" in value:
+            raise ConfigError(f"{where} {key}: {value!r} holds a NUL character; fix the path")
+        try:
+            values[key] = (path.parent / value).resolve()
+        except (OSError, RuntimeError) as exc:  # a symbolic link loop (RuntimeError in 3.11)
+            raise ConfigError(
+                f"{where} {key} = {value!r}: cannot be resolved ({exc}); fix the path"
+            ) from None
     timeout = table.get("timeout")
     if timeout is not None:
         if (
@@ -145,6 +152,8 @@ def _table(path: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not readable TOML: {NESTING}; fix the file") from None
     tool = data.get("tool")
     if not isinstance(tool, dict) or "tracediff" not in tool:
         return None
@@ -190,6 +199,8 @@ def starter_text(
         data = tomllib.loads(existing)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{FILE}: not valid TOML ({exc}); fix it first") from None
+    except RecursionError:
+        raise ConfigError(f"{FILE}: not readable TOML: {NESTING}; fix it first") from None
     tool = data.get("tool")
     if isinstance(tool, dict) and "tracediff" in tool:
         raise ConfigError(

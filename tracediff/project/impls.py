@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import math
 import os
 import re
 import sys
@@ -129,9 +130,11 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     """Turn a user's ``--impl`` value into a spec; raises ImplementationError if unknown."""
     name = text.strip()
     if name.startswith(EXEC_PREFIX):
+        _check_reply_seconds()
         return ImplSpec(name, name)
     named = _NAMED_EXEC.match(name)
     if named:  # NAME=exec:COMMAND: a short name for reports and tables
+        _check_reply_seconds()
         return ImplSpec(named.group(1), named.group(2))
     known, twins = builtins(), checked()
     if check and name in twins:
@@ -158,6 +161,27 @@ def _add_working_directory() -> None:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)
+
+
+REPLY_ENV = "TRACEDIFF_EXEC_REPLY_S"  # how long an exec: process has for each reply
+MAX_REPLY_S = 1e6  # poll() takes milliseconds as a C int
+
+
+def _check_reply_seconds() -> None:
+    """ImplementationError (exit 2) when ``$TRACEDIFF_EXEC_REPLY_S`` is set to anything but
+    a number of seconds in ``(0, 1e6]``: nan, inf, 0 or a word would be no limit, or none."""
+    text = os.environ.get(REPLY_ENV)
+    if text is None:
+        return
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_REPLY_S:
+        raise ImplementationError(
+            f"${REPLY_ENV}={text[:40]!r}: expected the seconds an exec: process has for each "
+            f"reply, more than 0 and at most {MAX_REPLY_S:,.0f}; fix or unset it (default 60)"
+        )
 
 
 def load(spec: ImplSpec) -> Factory:

@@ -130,13 +130,15 @@ def fingerprint(specs: Sequence[ImplSpec], options: Mapping[str, Any]) -> dict[s
 def changed(stored: Mapping[str, Any], current: Mapping[str, str]) -> list[str]:
     """What differs between two fingerprints, in words (empty: the same code)."""
     words = []
-    for key in sorted(set(stored) | set(current)):
-        if stored.get(key) == current.get(key):
-            continue
+    keys = [k for k in sorted(set(stored) | set(current)) if stored.get(k) != current.get(k)]
+    workloads = [k for k in keys if k.startswith("workload ")]
+    for key in keys:
         if key.startswith("impl "):
             words.append(f"the code of {key[5:]}")
         elif key == "tracediff":
             words.append("tracediff itself")
-        else:
+        elif key.startswith("workload "):
+            words.append(f"the content of the workload {key[9:]}")
+        elif not workloads:  # a profile's options hold its workloads' hashes too
             words.append("the options that change an outcome")
     return words

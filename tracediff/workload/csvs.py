@@ -25,7 +25,10 @@ def header(text: str) -> list[str]:
 
 
 def _cells(text: str) -> list[str]:
-    return next(csv.reader([text]), [])
+    try:
+        return next(csv.reader([text]), [])
+    except csv.Error as exc:  # a field over csv's limit (128 KiB), a stray quote
+        raise ValueError(f"not a CSV line ({exc})") from None
 
 
 def _row(text: str, width: int) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from tracediff.errors import NESTING
 from tracediff.workload import csvs, jsonl
 from tracediff.workload.request import LineParser
 
@@ -36,6 +37,8 @@ def detect(first_line: str) -> Format | str:
     if text.startswith("{"):
         try:
             keys = json.loads(text)
+        except RecursionError:
+            return f"not a request: {NESTING}"
         except ValueError as exc:
             return f"not a JSON object ({exc})"
         if isinstance(keys, dict):
@@ -47,7 +50,10 @@ def detect(first_line: str) -> Format | str:
             f"a JSON line without the keys of a known format: mooncake needs "
             f"{sorted(jsonl.MOONCAKE_KEYS)}, tracediff JSON lines {sorted(jsonl.OWN_KEYS)}"
         )
-    columns = csvs.header(text)
+    try:
+        columns = csvs.header(text)
+    except ValueError as exc:
+        return f"not a request trace: the first line is {exc}; expected {KNOWN}"
     if csvs.AZURE_COLUMNS <= set(columns):
         return Format("azure", True, csvs.azure_parser(columns))
     if csvs.BURSTGPT_COLUMNS <= set(columns):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tracediff.errors import NESTING
 from tracediff.workload.numbers import count, decimal_us
 from tracediff.workload.request import TraceRequest
 
@@ -16,7 +17,7 @@ def _object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except RecursionError:
-        raise ValueError("the JSON nests too deep") from None
+        raise ValueError(NESTING) from None
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):

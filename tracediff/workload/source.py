@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,15 +39,21 @@ class Workload:
     index: tuple[tuple[int, int], ...]  # (byte offset, line number) of every 64th request
 
     def read(self, start: int, length: int) -> tuple[TraceRequest, ...]:
-        """Requests ``start .. start+length-1`` (fewer at the end of the file)."""
-        if os.path.getsize(self.path) != self.size:
-            raise WorkloadError(
-                self.path, None, "changed since it was opened (its size differs); run again"
-            )
+        """Requests ``start .. start+length-1`` (fewer at the end of the file).
+
+        The file must still be the one opened: its content is its identity (a scenario
+        records its sha256), so a file rewritten since, even to the same size, is refused
+        (WorkloadError, exit 2) rather than read as other requests under the old hash."""
         offset, line = self.index[start // INDEX_EVERY]
         skip = start % INDEX_EVERY
         found: list[TraceRequest] = []
-        with open(self.path, "rb") as stream:
+        try:
+            stream = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise _changed(self.path, exc.strerror or str(exc)) from None
+        with stream:
+            seen = self._same(stream)
+            stream.seek(0)
             fmt = _format(self.path, stream.readline(MAX_LINE))
             stream.seek(offset)
             for number, _offset, text in _lines(self.path, stream, line):
@@ -56,7 +63,48 @@ class Workload:
                 found.append(_parse(self.path, fmt, text, number))
                 if len(found) == length:
                     break
+            if _stat_key(stream) != seen:
+                raise _changed(self.path, "while it was read")
         return tuple(found)
+
+    def _same(self, stream: BinaryIO) -> tuple[int, ...]:
+        """The open file's stat key once its content is known to hash to ``sha256``: hashed
+        again only when the key (inode, size, change times) differs from the last one that
+        did, so each window of an unchanged file costs a stat, not a read of the file."""
+        key = _stat_key(stream)
+        if _VERIFIED.get((self.path, self.sha256)) == key:
+            return key
+        if key[2] != self.size:
+            raise _changed(self.path, "its size differs")
+        digest = hashlib.sha256()
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+        if digest.hexdigest() != self.sha256:
+            raise _changed(self.path, "its content's sha256 differs")
+        if _stat_key(stream) != key:
+            raise _changed(self.path, "while it was hashed")
+        if time.time_ns() - key[4] > _SETTLED_NS:
+            # a change within the file system's timestamp granularity of the last one would
+            # leave the key as it was: a file changed that recently is hashed every time
+            _VERIFIED[(self.path, self.sha256)] = key
+        return key
+
+
+def _changed(path: str, why: str) -> WorkloadError:
+    return WorkloadError(
+        path, None, f"changed since it was opened ({why}); a workload is its content, and "
+        "scenarios already made record the old one: run again on a file left as it is"
+    )  # fmt: skip
+
+
+_SETTLED_NS = 2_000_000_000
+# (path, sha256) -> the stat key of the file last hashed to it, in this process
+_VERIFIED: dict[tuple[str, str], tuple[int, ...]] = {}
+
+
+def _stat_key(stream: BinaryIO) -> tuple[int, ...]:
+    st = os.fstat(stream.fileno())
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def open_workload(path: str | os.PathLike[str]) -> Workload:
@@ -115,11 +163,17 @@ def _text(path: str, raw: bytes, number: int) -> str:
             path, number, f"a line of over {MAX_LINE:,} bytes; no request is so long"
         )
     try:
-        return raw.decode("utf-8").rstrip("\r\n")
+        text = raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as exc:
         raise WorkloadError(
             path, number, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
+    if "\r" in text:  # no request holds one; lines that end in CR alone read as one line
+        raise WorkloadError(
+            path, number, "a carriage return inside a line: lines must end in LF or CRLF "
+            "(convert CR-only line ends, e.g. tr '\\r' '\\n' < FILE)"
+        )  # fmt: skip
+    return text
 
 
 def _lines(

@@ -96,10 +96,10 @@ class Optimized:
                 k = len(hits)
                 n = self.chunk(w.seq - k * bs, budget)
                 new_count = -(-(k * bs + n) // bs) - k
-                revived = sum(1 for b in hits if self.ref[b] == 0)
-                if self.free - revived < new_count:
+                # the spec counts each hit, a block hit twice (a repeated hash) twice
+                if self.free - sum(1 for b in hits if self.ref[b] == 0) < new_count:
                     break
-                self.take(hits, revived)
+                self.take(hits)
                 heapq.heappop(waiting)
                 w.blocks = hits
                 w.done = k * bs
@@ -138,11 +138,14 @@ class Optimized:
         """The request preempted for ``running[current]``: the newest."""
         return running.pop()
 
-    def take(self, hits: list[int], revived: int) -> None:
-        """An admitted request takes its prefix-hit blocks (``revived`` of them were free)."""
+    def take(self, hits: list[int]) -> None:
+        """An admitted request takes its prefix-hit blocks. A block leaves the free count
+        once, when its ``ref`` leaves 0, though a prompt that repeats a hash hits it twice."""
+        ref = self.ref
         for b in hits:
-            self.ref[b] += 1  # a revived block's LRU entry goes stale
-        self.free -= revived
+            if ref[b] == 0:
+                self.free -= 1  # and its LRU entry goes stale
+            ref[b] += 1
 
     def allocate(self, evict: list[list[int]]) -> int:
         if self.empty:

@@ -248,6 +248,7 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
     max_running = rng.choice((2, 3, 4, 8))
     count = rng.randint(2, profile.max_requests)
     families = rng.randint(1, 3)
+    periods = _echo_periods(profile, seed, families)
     ids = list(range(count))
     rng.shuffle(ids)
     requests: list[Request] = []
@@ -266,7 +267,8 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
             family = rng.randrange(families)
             shared = rng.randint(0, full)
             last = rng.randint(shared, full)
-            prefix = [(family + 1) * 1000 + i for i in range(shared)]
+            period = periods[family] or shared
+            prefix = [(family + 1) * 1000 + i % period for i in range(shared)]
             prefix += [(rid + 1) * 100000 + i for i in range(shared, last)]
         requests.append(Request(rid, at, prompt, output, priority, tuple(prefix)))
     biggest = max(blocks_for(r.prompt + r.output, bs) for r in requests)
@@ -282,6 +284,15 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
         step_per_token=rng.choice((0, 20)),
         requests=tuple(requests),
     )
+
+
+def _echo_periods(profile: KVProfile, seed: int, families: int) -> list[int]:
+    """Per prefix family, the period after which its hashes repeat (0: never): a prompt
+    that holds the same block content twice, ``[1000, 1001, 1000, 1001]``, as a workload's
+    ``hash_ids`` may. Drawn from a stream of its own, so that the rest of a seed's scenario
+    is what it was before families could repeat."""
+    rng = random.Random(f"kvbatch:{profile.name}:{seed}:echo")
+    return [rng.choice((0, 0, 0, 1, 2, 3)) for _ in range(families)]
 
 
 def from_window(profile: KVProfile, seed: int, window: Window) -> KVScenario:

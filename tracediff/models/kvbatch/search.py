@@ -134,18 +134,19 @@ def fuzz_strategy(max_size: int) -> Any:
         st.integers(0, 1),  # priority
         st.integers(-1, 1),  # prefix family (-1: own hashes)
         st.integers(0, 4),  # prefix blocks
+        st.sampled_from((0, 0, 1, 2)),  # the period its hashes repeat after (0: never)
     )
     items = st.lists(item, min_size=1, max_size=max(1, max_size))
 
     def build(drawn: tuple[tuple[int, int, int, int], list[tuple[int, ...]]]) -> KVScenario:
         (bs, budget, max_running, extra), rows = drawn
         reqs, at = [], 0
-        for rid, (gap, prompt, output, priority, family, blocks) in enumerate(rows):
+        for rid, (gap, prompt, output, priority, family, blocks, period) in enumerate(rows):
             at += gap
             length = min(blocks, prompt // bs)
             base = (family + 1) * 1000 if family >= 0 else (rid + 1) * 100000
-            reqs.append(Request(rid, at, prompt, output, priority,
-                                tuple(base + i for i in range(length))))  # fmt: skip
+            prefix = tuple(base + (i % period if period else i) for i in range(length))
+            reqs.append(Request(rid, at, prompt, output, priority, prefix))
         biggest = max(blocks_for(r.prompt + r.output, bs) for r in reqs)
         return KVScenario("fuzz", 0, block_size=bs, num_blocks=biggest + extra,
                           token_budget=budget, max_running=max_running,

@@ -108,9 +108,10 @@ def parse_command(text: str) -> list[str]:
 
 def _reply_timeout() -> float:
     try:
-        return float(os.environ.get("TRACEDIFF_EXEC_REPLY_S", REPLY_TIMEOUT_S))
+        seconds = float(os.environ.get("TRACEDIFF_EXEC_REPLY_S", REPLY_TIMEOUT_S))
     except ValueError:
         return REPLY_TIMEOUT_S
+    return seconds if 0 < seconds <= 1e6 else REPLY_TIMEOUT_S  # nan too: refused by impls.py
 
 
 class _StderrTail:

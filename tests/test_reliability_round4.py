@@ -1,0 +1,136 @@
+"""Reliability round 4: bad input that was tracediff's own bug (exit 3), loops without end
+and full disks, each now exit 2 with one line naming the file or setting and what to do.
+
+Each test asserts the exit code and the one line; nothing here is timed (waits are bounded
+safety nets, the oracle is the exit code and the message).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tracediff.cli import main
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+AZURE_ROW = "2023-11-16 18:17:03.9799600,4808,10\n"
+OWN_ROW = '{"arrival_us": 0, "input_tokens": 1, "output_tokens": 1}\n'
+DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000
+DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.fixture(autouse=True)
+def _specdec(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --model sets $TRACEDIFF_MODEL for worker processes: restored after each test
+    monkeypatch.setenv("TRACEDIFF_MODEL", "specdec")
+    monkeypatch.delenv("TRACEDIFF_EXEC_REPLY_S", raising=False)
+
+
+def one_error(result: Result) -> str:
+    """The one line a refusal prints (and that it is one, with no traceback)."""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracediff: error: "), result.output
+    assert "internal error" not in lines[0] and "Traceback" not in result.output
+    return lines[0]
+
+
+# -- item 7: bad input that was exit 3 ---------------------------------------------------------
+WORKLOADS = {
+    "a CSV field over 128 KiB": (
+        "big.csv", AZURE_HEADER + "2023-11-16 18:17:03.9799600,4808," + "1" * 140_000 + "\n",
+        ":2: damaged azure request: not a CSV line (field larger than field limit",
+    ),
+    "a first line over 128 KiB": (
+        "deep.jsonl", DEEP_ARRAY + "\n", ":1: not a request trace: the first line is not a CSV",
+    ),
+    "CR-only line ends": (
+        "cr.csv", (AZURE_HEADER + AZURE_ROW * 2).replace("\n", "\r"),
+        ":1: a carriage return inside a line: lines must end in LF or CRLF",
+    ),
+    "a first JSON line nested 100,000 deep": (
+        "deep.jsonl", DEEP_OBJECT + "\n", ":1: not a request: it nests values deeper",
+    ),
+    "a later JSON line nested 100,000 deep": (
+        "deep.jsonl", OWN_ROW + DEEP_OBJECT + "\n",
+        ":2: damaged tracediff request: it nests values deeper",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", WORKLOADS)
+def test_a_workload_tracediff_cannot_read_is_exit_2_naming_file_and_line(
+    tmp_path: Path, case: str
+) -> None:
+    name, text, words = WORKLOADS[case]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8", newline="")
+    result = CliRunner().invoke(main, ["run", "--workload", str(path), "--seeds", "0"])
+    assert result.exit_code == 2, result.output
+    assert f"{path}{words}" in one_error(result)
+
+
+def _configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRACEDIFF_NO_CONFIG", raising=False)
+
+
+@pytest.mark.parametrize("key", ["profiles", "regressions", "golden", "artifacts"])
+def test_a_configured_path_that_is_a_symlink_loop_is_exit_2_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    (tmp_path / "loop").symlink_to("loop")
+    _configured(tmp_path, monkeypatch, f'[tool.tracediff]\n{key} = "loop/x"\n')
+    for args in (["run", "--seeds", "0"], ["golden", "check", "--seeds", "0"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        line = one_error(result)
+        assert f"pyproject.toml [tool.tracediff] {key} = 'loop/x': cannot be resolved" in line
+        assert "fix the path" in line
+
+
+@pytest.mark.parametrize("key", ["profiles", "regressions", "golden", "artifacts"])
+def test_a_configured_path_holding_nul_is_exit_2_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    _configured(tmp_path, monkeypatch, f'[tool.tracediff]\n{key} = "a\\u0000b"\n')
+    result = CliRunner().invoke(main, ["run", "--seeds", "0"])
+    assert result.exit_code == 2, result.output
+    assert f"[tool.tracediff] {key}: 'a\\x00b' holds a NUL character" in one_error(result)
+
+
+@pytest.mark.parametrize("command", [["run", "--seeds", "0"], ["init"]])
+def test_a_deeply_nested_pyproject_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    _configured(tmp_path, monkeypatch, f"x = {DEEP_ARRAY}\n")
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2, result.output
+    line = one_error(result)
+    assert "pyproject.toml: not readable TOML: it nests values deeper" in line
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-3", "1e7", "soon"])
+def test_an_exec_reply_time_that_is_no_number_of_seconds_is_exit_2(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from tracediff.models.specdec import external
+
+    monkeypatch.setenv("TRACEDIFF_EXEC_REPLY_S", value)
+    assert external._reply_timeout() == external.REPLY_TIMEOUT_S  # what a worker would use
+    result = CliRunner().invoke(main, ["run", "--seeds", "0", "--impl", "exec:true"])
+    assert result.exit_code == 2, result.output
+    line = one_error(result)
+    assert f"$TRACEDIFF_EXEC_REPLY_S={value!r}: expected the seconds" in line
+    assert "fix or unset it" in line
+
+
+def test_an_exec_reply_time_in_bounds_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracediff.models.specdec import external
+    from tracediff.project.impls import parse_impl
+
+    monkeypatch.setenv("TRACEDIFF_EXEC_REPLY_S", "2.5")
+    assert parse_impl("fast=exec:true").target == "exec:true"
+    assert external._reply_timeout() == 2.5
