@@ -1,4 +1,5 @@
-"""``tracediff diff``: two trace files compared, the first difference explained."""
+"""``tracediff diff``: two trace files compared, the first difference explained (``--all``:
+every difference, grouped by field)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,21 @@ FORMATS = ("text", "json", "html")
     default=None,
     help="Present a JSON report written by --format json (or by gate) instead of comparing.",
 )
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="List every difference to the traces' ends, grouped by field (indices elided) with "
+    "counts and the first values, instead of explaining the first one (text or json).",
+)
 def diff(
-    a: str | None, b: str | None, fmt: str, output: str | None, context: int, load_path: str | None
+    a: str | None,
+    b: str | None,
+    fmt: str,
+    output: str | None,
+    context: int,
+    load_path: str | None,
+    show_all: bool,
 ) -> None:
     """Compare two trace files and explain the first difference.
 
@@ -64,9 +78,52 @@ def diff(
     else:
         if a is None or b is None:
             raise UsageError("diff needs two trace files A B (or --load REPORT.json)")
+        if show_all:
+            _every_difference(a, b, fmt, output)
         report = explain_traces(a, b, context=context)
     present(report, fmt, output)
     sys.exit(EXIT_OK if report.ok else EXIT_FINDING)
+
+
+def _every_difference(a: str, b: str, fmt: str, output: str | None) -> None:
+    """``--all``: every differing field to the traces' ends; exits 0 identical, 1 not."""
+    import json
+
+    from tracediff.report.every import all_differences_renderable
+    from tracediff.running.every_difference import every_difference
+
+    if fmt == "html":
+        raise UsageError("--all writes text or json; drop --format html")
+    found = every_difference(a, b)
+    if fmt == "json":
+        _emit(json.dumps(found.to_dict(), indent=1, default=repr) + "\n", output)
+    else:
+        renderable = all_differences_renderable(found, (a, b))
+        if output is None:
+            make_console().print(renderable)
+        else:
+            _emit(_plain_text(renderable), output)
+    sys.exit(EXIT_OK if found.identical else EXIT_FINDING)
+
+
+def _plain_text(renderable: object) -> str:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=120, color_system=None, soft_wrap=False, markup=False).print(
+        renderable
+    )
+    return buffer.getvalue()
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from tracediff.atomic import write_text_atomic
+
+    write_text_atomic(output, text)
+    click.echo(f"wrote {output}", err=True)
 
 
 def present(report: DiffReport, fmt: str, output: str | None) -> None:
@@ -77,13 +134,7 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
         make_console().print(diff_renderable(report))
         return
     if fmt == "text":
-        from rich.console import Console
-
-        buffer = io.StringIO()
-        Console(file=buffer, width=120, color_system=None, soft_wrap=False, markup=False).print(
-            diff_renderable(report)
-        )
-        text = buffer.getvalue()
+        text = _plain_text(diff_renderable(report))
     elif fmt == "json":
         from tracediff.compare.json_report import dumps
 
@@ -92,10 +143,4 @@ def present(report: DiffReport, fmt: str, output: str | None) -> None:
         from tracediff.report.html import render
 
         text = render(report)
-    if output is None:
-        click.echo(text, nl=False)
-        return
-    from tracediff.atomic import write_text_atomic
-
-    write_text_atomic(output, text)
-    click.echo(f"wrote {output}", err=True)
+    _emit(text, output)
