@@ -346,3 +346,54 @@ def test_the_summary_says_what_driving_cost_beside_the_decisions() -> None:
     assert outcome.to_dict()["simulation_share"] == 0.25
     untimed = dataclasses.replace(outcome, plan_seconds=0.0)
     assert untimed.simulation_share is None and "simulation" not in untimed.summary()
+
+
+def test_review_shows_a_changed_seeds_first_difference_and_accept_takes_one_seed(
+    tiny: Path,
+) -> None:
+    """As snapshot tools do: each changed scenario's difference, accepted one at a time."""
+    from tracediff.project import current_model
+    from tracediff.project.profiles import load_profile as load_any_profile
+    from tracediff.running.runner import write_trace
+
+    path = _accepted(tiny)
+    manifest = golden.read_manifest(path)
+    profile = load_any_profile(current_model(), "tiny")
+    wrong = parse_impl("tests.impls.kinds:ClampScheduler")
+    # the accepted files hold another implementation's behaviour for two kept seeds
+    drifted = []
+    data = json.loads(manifest.dumps())
+    for seed in manifest.traces:
+        trace = golden.trace_path(tiny / "golden", "tiny", seed)
+        write_trace(generate(profile, seed), wrong, str(trace.parent), str(trace))
+        digest = TraceReader(trace).verify()
+        row = next(r for r in data["scenarios"] if r["seed"] == seed)
+        if digest != row["digest"]:
+            row["digest"] = digest
+            drifted.append(seed)
+    assert len(drifted) >= 2, "ClampScheduler decides as the reference on the tiny profile"
+    path.write_text(json.dumps(data))
+    code, output = _invoke("golden", "update", "--profile", "tiny", "-j", "1")
+    assert code == 0, output
+    code, output = _invoke("golden", "review", "--json")
+    change = json.loads(output)[0]
+    assert sorted(int(s) for s in change["first_differences"]) == sorted(drifted)
+    assert all("plan" in text for text in change["first_differences"].values())
+    code, output = _invoke("golden", "review")
+    assert code == 0 and "first difference" in output
+
+    first, *rest = sorted(drifted)
+    code, output = _invoke("golden", "accept", "--seed", str(first))
+    assert code == 0, output
+    accepted = golden.read_manifest(path)
+    reference = golden.read_manifest(path.with_name(path.name + ".new"))
+    assert accepted.entry(first) == reference.entry(first)  # that seed only
+    assert all(accepted.entry(s) != reference.entry(s) for s in rest)
+    code, output = _invoke("golden", "review", "--json")
+    assert [c["seed"] for c in json.loads(output)[0]["changed"]] == rest
+    code, output = _invoke("golden", "accept", "--seed", "99999")
+    assert code == 2 and "seed 99999 is in neither" in output
+    for seed in rest:
+        assert _invoke("golden", "accept", "--seed", str(seed))[0] == 0
+    assert not path.with_name(path.name + ".new").exists()  # nothing left pending
+    assert _invoke("golden", "check", "--profile", "tiny", "--impl", "reference")[0] == 0

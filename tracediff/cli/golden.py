@@ -10,6 +10,7 @@ from typing import Any
 import click
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from tracediff.cli.app import (
     EXIT_FINDING,
@@ -305,14 +306,16 @@ def _change_renderable(change: Any) -> Any:
         table.add_row("header", line)
     if change.changed:
         detail = Table(title="changed digests", header_style="bold")
-        for column in ("seed", "plans", "records", "digest"):
-            detail.add_column(column)
+        first = dict(change.first_differences)
+        for column in ("seed", "plans", "records", "digest", "first difference"):
+            detail.add_column(column, overflow="fold")
         for old, new in change.changed[:MAX_LISTED]:
             detail.add_row(
                 str(new.seed),
                 f"{old.plans} → {new.plans}",
                 f"{old.records} → {new.records}",
                 f"{old.digest[:12]} → {new.digest[:12]}",
+                Text(first.get(new.seed, "- (no trace kept of this seed)")),
             )
         if len(change.changed) > MAX_LISTED:
             detail.caption = f"... and {len(change.changed) - MAX_LISTED} more"
@@ -356,12 +359,21 @@ def review_command(
 @golden.command("accept")
 @profile_option(PENDING_PROFILES)
 @golden_dir_option
-def accept_command(profile_name: str | None, golden_dir: str | None) -> None:
+@click.option(
+    "--seed",
+    "seeds",
+    type=int,
+    multiple=True,
+    help="Accept only this seed's change (repeat); the rest stays pending (golden review).",
+)
+def accept_command(
+    profile_name: str | None, golden_dir: str | None, seeds: tuple[int, ...]
+) -> None:
     """Move the pending golden files into place (refused with CI=true)."""
     golden_dir = _golden_dir(golden_dir)
     from tracediff.golden import accept
 
-    for resolution in accept(profile_name, golden_dir=golden_dir):
+    for resolution in accept(profile_name, golden_dir=golden_dir, seeds=seeds):
         text_console().print(
             f"accepted golden {resolution.profile}: "
             f"{plural(len(resolution.moved), 'file')} in place"

@@ -53,6 +53,8 @@ class Change:
     traces_changed: tuple[int, ...] = ()
     header: tuple[str, ...] = ()  # header fields that differ, as "impl: a -> b"
     scenario_changed: tuple[int, ...] = ()  # changed seeds whose scenario itself changed
+    # seed -> the first difference of its accepted and pending traces, where both are kept
+    first_differences: tuple[tuple[int, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -86,6 +88,7 @@ class Change:
             "traces_changed": list(self.traces_changed),
             "header": list(self.header),
             "scenario_changed": list(self.scenario_changed),
+            "first_differences": {str(seed): text for seed, text in self.first_differences},
         }
 
 
@@ -286,6 +289,12 @@ def review_one(
     pending_traces = {
         s for s in new.traces if pending_file(trace_path(traces_dir, profile, s)).exists()
     }
+    first = tuple(
+        (seed, _first_difference(trace_path(golden_dir, profile, seed), pending_trace))
+        for seed in sorted((pending_traces & old_traces) & set(new.traces))
+        if (pending_trace := pending_file(trace_path(traces_dir, profile, seed))).exists()
+        and trace_path(golden_dir, profile, seed).exists()
+    )
     return Change(
         profile=profile,
         pending=str(pending_path),
@@ -304,7 +313,24 @@ def review_one(
             and new_entry.scenario
             and old_entry.scenario != new_entry.scenario
         ),
+        first_differences=first,
     )
+
+
+def _first_difference(accepted: Path, pending: Path) -> str:
+    """One line: where the accepted and the pending trace of a seed first differ."""
+    from tracediff.errors import TracediffError
+    from tracediff.running.explain import explain_traces
+
+    try:
+        report = explain_traces(str(accepted), str(pending), context=0)
+    except TracediffError as exc:
+        return f"cannot compare the traces: {exc}"
+    found = [o.divergence for o in report.outcomes if o.divergence is not None]
+    if not found:
+        return "the traces are identical"
+    d = found[0]
+    return f"{d.signature} at {d.location}"
 
 
 def review(
@@ -329,8 +355,21 @@ def accept(
     profile: str | None = None,
     *,
     golden_dir: str | Path = DEFAULT_DIR,
+    seeds: Sequence[int] = (),
 ) -> list[Resolution]:
-    """Move pending files into place; traces the new manifest no longer lists are removed."""
+    """Move pending files into place; traces the new manifest no longer lists are removed.
+    ``seeds``: accept only those seeds' entries (and traces) of one profile's pending
+    update, as snapshot tools accept one snapshot; the rest stays pending."""
+    if seeds:
+        if profile is None:
+            pending = pending_profiles(golden_dir)
+            if len(pending) != 1:
+                raise UsageError(
+                    "--seed accepts seeds of one profile; name it with --profile "
+                    f"(pending: {', '.join(pending) or 'none'})"
+                )
+            profile = pending[0]
+        return [_accept_seeds(profile, golden_dir, seeds)]
     if in_ci():
         raise UsageError(
             "refusing to accept golden files with CI=true (nothing under the golden directory "
@@ -367,6 +406,59 @@ def accept(
                 removed.append(str(trace_path(golden_dir, name, seed)))
         out.append(Resolution(name, tuple(moved), tuple(removed)))
     return out
+
+
+def _accept_seeds(profile: str, golden_dir: str | Path, seeds: Sequence[int]) -> Resolution:
+    from tracediff.atomic import write_text_atomic
+
+    if in_ci():
+        raise UsageError("refusing to accept golden files with CI=true; accept them locally")
+    pending_manifest = pending_file(manifest_path(golden_dir, profile))
+    if not pending_manifest.exists():
+        raise UsageError(f"no pending golden update for profile {profile!r} in {golden_dir}")
+    new = read_manifest(pending_manifest)
+    target = manifest_path(golden_dir, profile)
+    old = read_manifest(target) if target.exists() else None
+    old_entries = old.by_seed if old else {}
+    wanted = set(seeds)
+    unknown = sorted(wanted - set(new.by_seed) - set(old_entries))
+    if unknown:
+        raise UsageError(
+            f"seed {unknown[0]} is in neither the accepted nor the pending golden manifest of "
+            f"{profile!r}; see tracediff golden review --profile {profile}"
+        )
+    entries = {**old_entries}
+    for seed in wanted:
+        if seed in new.by_seed:
+            entries[seed] = new.by_seed[seed]
+        else:
+            entries.pop(seed, None)
+    old_traces = set(old.traces) if old else set()
+    traces = (old_traces - wanted) | (wanted & set(new.traces))
+    moved, removed = [], []
+    for seed in sorted(wanted):
+        pending_trace = pending_file(trace_path(golden_dir, profile, seed))
+        if seed in new.traces and pending_trace.exists():
+            os.replace(pending_trace, trace_path(golden_dir, profile, seed))
+            moved.append(str(trace_path(golden_dir, profile, seed)))
+        elif seed not in traces and seed in old_traces:
+            with contextlib.suppress(FileNotFoundError):
+                trace_path(golden_dir, profile, seed).unlink()
+                removed.append(str(trace_path(golden_dir, profile, seed)))
+    base = old or new
+    merged = Manifest(
+        profile=base.profile,
+        impl=base.impl,
+        tracediff=base.tracediff,
+        scenarios=tuple(entries[s] for s in sorted(entries)),
+        traces=tuple(sorted(traces)),
+    )
+    write_text_atomic(str(target), merged.dumps())
+    moved.insert(0, str(target))
+    if merged.same_content(new):  # nothing left pending
+        pending_manifest.unlink()
+        removed.append(str(pending_manifest))
+    return Resolution(profile, tuple(moved), tuple(removed))
 
 
 def reject(
