@@ -7,6 +7,7 @@ the regression corpus and the golden digests as package data.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -42,13 +43,26 @@ def _clean_env(venv: Path) -> dict[str, str]:
 @pytest.mark.packaging
 def test_the_wheel_runs_the_quick_profile_from_an_empty_directory(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
+    # the README's recipe: built from a copy of the project's files, so that nothing (pip's
+    # build/, an egg-info) is written into the checkout
+    source = tmp_path / "source"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    before = sorted(p.name for p in ROOT.iterdir())
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert built.returncode == 0, built.stdout + built.stderr
+    assert sorted(p.name for p in ROOT.iterdir()) == before  # the checkout untouched
     (wheel,) = wheels.glob("tracediff_harness-*.whl")
     # A fresh venv; its dependencies come from this one's site-packages (offline, fast),
     # added after the venv's own, so that tracediff itself comes from the wheel only.
