@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from tracediff.draws import Draws as Draws  # a generator's draw source (models import it here)
 from tracediff.errors import UsageError
 
 ENTRY_POINT_GROUP = "tracediff.models"

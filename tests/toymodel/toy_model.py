@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import strategies as st
-
 from tracediff.errors import ProfileError, ScenarioError, SchedulerFault, UsageError
-from tracediff.model import Clause, Record, Shrinking
+from tracediff.model import Clause, Draws, Record, Shrinking
 from tracediff.models import BaseModel
 
 
@@ -168,15 +165,16 @@ class ToyModel(BaseModel):
         name = path.rsplit("/", 1)[-1].removesuffix(".toml")
         return ToyProfile(name, data.get("description", ""), tuple(range(seeds)), max_jobs)
 
-    def generate(self, profile: ToyProfile, seed: int) -> ToyScenario:
-        rng = random.Random(f"toy:{profile.name}:{seed}")
-        count = rng.randint(1, profile.max_jobs)
+    def generate_from(self, profile: ToyProfile, seed: int, draws: Draws) -> ToyScenario:
+        """Written once against draws: tracediff seeds it (``generate``), shrinks its draws
+        and fuzzes through it (BaseModel)."""
+        count = draws.integer(1, profile.max_jobs)
         order = list(range(count))
-        rng.shuffle(order)  # ids do not follow arrival order: ties are told apart
+        draws.shuffle(order)  # ids do not follow arrival order: ties are told apart
         jobs, at = [], 0
         for job in order:
-            at += rng.choice((0, 0, 1, 3))
-            jobs.append(Job(job, at, rng.choice((1, 2, 2, 4))))
+            at += draws.choice((0, 0, 1, 3))
+            jobs.append(Job(job, at, draws.choice((1, 2, 2, 4))))
         return ToyScenario(profile.name, seed, tuple(jobs))
 
     def size(self, scenario: ToyScenario) -> int:
@@ -237,8 +235,9 @@ class ToyModel(BaseModel):
 
     # -- search: smaller scenarios, drawn scenarios
     def shrink_passes(self) -> Sequence[tuple[str, Any]]:
+        # hand-written refinements first, then the reduction of the generator's draws
         return (("delete jobs", _delete_jobs), ("smaller sizes", _smaller_sizes),
-                ("earlier arrivals", _earlier_arrivals))  # fmt: skip
+                ("earlier arrivals", _earlier_arrivals), *super().shrink_passes())  # fmt: skip
 
     def size_key(self, scenario: ToyScenario, plans: int) -> tuple[int, ...]:
         jobs = scenario.jobs
@@ -248,20 +247,6 @@ class ToyModel(BaseModel):
         ids = [job.id for job in scenario.jobs]
         if len(set(ids)) != len(ids) or any(j.size < 1 or j.arrival < 0 for j in scenario.jobs):
             raise ScenarioError("toy jobs need distinct ids, sizes >= 1, arrivals >= 0")
-
-    def fuzz_strategy(self, max_size: int) -> Any:
-        pairs = st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4)), min_size=1,
-                         max_size=max(1, max_size))  # fmt: skip
-
-        def build(items: list[tuple[int, int]], ids: list[int]) -> ToyScenario:
-            jobs = tuple(Job(i, a, s) for i, (a, s) in zip(ids, items, strict=False))
-            return ToyScenario("fuzz", 0, jobs)
-
-        return pairs.flatmap(
-            lambda items: st.permutations(list(range(len(items)))).map(
-                lambda ids: build(items, ids)
-            )
-        )
 
     # -- coverage: what each decision exercised, which rule clause decided it
     features = ("queue", "tie")

@@ -43,6 +43,47 @@ class BaseModel:
     methods: tuple[str, ...] = ()
     decide: str = DECISION
 
+    # -- a generator written against draws (tracediff.draws) gives the rest ----------------
+    fuzz_profile = "quick"  # the profile whose generator settings fuzz draws scenarios with
+
+    def generate(self, profile: Any, seed: int) -> Any:
+        """The scenario of one seed: ``generate_from(profile, seed, draws)`` with draws
+        seeded by ``"<model>:<profile>:<seed>"`` (a model may write ``generate`` itself)."""
+        if not callable(getattr(self, "generate_from", None)):
+            raise UsageError(
+                f"the model {self.name!r} has neither generate(profile, seed) nor "
+                "generate_from(profile, seed, draws); give one (docs/models.md)"
+            )
+        from tracediff.search.draws import generate_seeded
+
+        return generate_seeded(self, profile, seed)
+
+    def shrink_passes(self) -> Sequence[Any]:
+        """With ``generate_from``: the passes that reduce a scenario's recorded draws (every
+        candidate a valid scenario by construction); a model adds its own refinements."""
+        if not callable(getattr(self, "generate_from", None)):
+            return ()
+        from tracediff.search.draws import shrink_passes
+
+        return shrink_passes(self)
+
+    def fuzz_strategy(self, max_size: int) -> Any:
+        """With ``generate_from``: scenarios drawn by Hypothesis through the generator, with
+        the settings of the profile :attr:`fuzz_profile`, at most ``max_size`` large."""
+        if not callable(getattr(self, "generate_from", None)):
+            raise UsageError(
+                f"the model {self.name!r} has no fuzz strategy: give it fuzz_strategy, or "
+                "write its generator as generate_from(profile, seed, draws) (docs/models.md)"
+            )
+        from tracediff.search.draws import fuzz_strategy
+
+        return fuzz_strategy(self, self.load_profile(self.fuzz_profile), max_size)  # type: ignore[attr-defined]
+
+    def size_key(self, scenario: Any, plans: int) -> tuple[int, ...]:
+        """The shrink order: fewer items, then fewer plans."""
+        size: Callable[[Any], int] = getattr(self, "size")  # noqa: B009 - the subclass's
+        return (size(scenario), plans)
+
     def private_copy(self, scenario: Any) -> Any:
         return copy.deepcopy(scenario)
 
