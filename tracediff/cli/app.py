@@ -156,6 +156,7 @@ COMMANDS = (
     "replay",
     "run",
     "selfcheck",
+    "serve",
     "show",
     "shrink",
     "upgrade",

@@ -20,7 +20,7 @@ from tracediff.errors import ImplementationError
 from tracediff.model import DecisionModel
 
 ENTRY_POINT_GROUP = "tracediff.implementations"
-# ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.models.specdec.external).
+# ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.process).
 EXEC_PREFIX = "exec:"
 
 
