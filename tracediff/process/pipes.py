@@ -241,6 +241,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_PIN.forked)
 
 
+# The last hello of each command this process started (its probe's, before a run): what a
+# fingerprint reads of a server's environment (tracediff.running.fingerprint).
+HELLOS: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def served_environment(argv: list[str]) -> dict[str, Any] | None:
+    """What the server of ``argv`` said of its environment in its hello (its tracediff
+    and package versions), None when this process never started it."""
+    hello = HELLOS.get(tuple(argv))
+    if hello is None:
+        return None
+    return {"tracediff": hello.get("tracediff"), "packages": hello.get("packages")}
+
+
 class ExternalProcess:
     """One running implementation process and its pipes."""
 
@@ -321,6 +335,7 @@ class ExternalProcess:
             )
         self.capabilities = frozenset(caps)
         self.hello = reply
+        HELLOS[tuple(argv)] = reply
 
     @property
     def alive(self) -> bool:
