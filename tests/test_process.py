@@ -135,7 +135,7 @@ def test_a_served_implementation_failure_is_pinned_to_its_call(tmp_path: Path) -
         f"bad=exec:{SERVE} bad_toy:Bad",
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "reported an error on the 'call' request" in done.stdout
+    assert "bad reported an error on the call plan()" in done.stdout
     assert "RuntimeError: bad toy: no third plan" in done.stdout
     assert "plan 3" in done.stdout
 

@@ -105,7 +105,9 @@ class ProcessImpl:
                 "(None, bool, int, float, str, bytes, lists, maps); pass plain values from the "
                 "model's driver, or give the model a process layout of its own (docs/models.md)"
             )
-        reply = self.process.request({"type": CALL, "method": method, "args": list(args)}, RETURN)
+        reply = self.process.request(
+            {"type": CALL, "method": method, "args": list(args)}, RETURN, f"the call {method}()"
+        )
         return reply.get("value")
 
     def state(self) -> Any:

@@ -342,8 +342,11 @@ class ExternalProcess:
         return not self.broken and self.popen.poll() is None
 
     # -- one request, one reply ---------------------------------------------------------
-    def request(self, message: dict[str, Any], expect: str) -> dict[str, Any]:
-        """Send ``message`` and return the reply of type ``expect``.
+    def request(
+        self, message: dict[str, Any], expect: str, what: str | None = None
+    ) -> dict[str, Any]:
+        """Send ``message`` and return the reply of type ``expect``; ``what`` names the
+        request in findings (default: its type, ``the 'plan' request``).
 
         Anything else (death, garbage, a reply of another type, no reply in time) raises
         ExternalFault and kills the process; an ``error`` reply raises ExternalFault with the
@@ -354,7 +357,8 @@ class ExternalProcess:
         """
         if self._ahead:
             self.settle(quiet=False)
-        what = f"the {message['type']!r} request"
+        if what is None:
+            what = f"the {message['type']!r} request"
         try:
             self._send(frame(message), what)
         except BaseException:

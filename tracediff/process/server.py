@@ -231,17 +231,27 @@ def protocol_stdout() -> int:
     return out
 
 
-def serve_impl(model: Any, text: str, out: int) -> int:
-    """Serve the implementation ``text`` of ``model`` on fd 0 and ``out``; returns the exit
-    status. The model's own layout where it has one (``serve_impl``), else the generic one."""
+def served_spec(text: str) -> Any:
+    """The spec ``tracediff serve`` serves (an ImplSpec), checked before stdout is taken
+    (nothing is imported): ImplementationError for one it cannot serve."""
     from tracediff.errors import ImplementationError
-    from tracediff.project.impls import load, parse_impl
+    from tracediff.project.impls import EXEC_PREFIX, parse_impl
 
     spec = parse_impl(text)
-    if spec.target.startswith("exec:"):
+    if spec.target.startswith(EXEC_PREFIX):
         raise ImplementationError(
-            f"tracediff serve serves Python implementations, not exec: ones ({text!r})"
+            f"tracediff serve serves Python implementations, not exec: ones ({text!r}); "
+            "name a built-in, package.module:attr or an entry point"
         )
+    return spec
+
+
+def serve_impl(model: Any, spec: Any, out: int) -> int:
+    """Serve the implementation ``spec`` (:func:`served_spec`) of ``model`` on fd 0 and
+    ``out``; returns the exit status. The model's own layout where it has one
+    (``serve_impl``), else the generic one."""
+    from tracediff.project.impls import load
+
     factory = load(spec)
     own = getattr(model, "serve_impl", None)
     if own is not None:
