@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,24 @@ def test_a_command_that_is_no_server_fails_before_the_run() -> None:
     with pytest.raises(ImplementationError, match="exited with status 3"):
         factory.probe()
     assert issubclass(ExternalFault, Exception)
+
+
+NODE_TOY = ROOT / "examples" / "node-toy" / "toy.js"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_a_nodejs_implementation_written_from_the_protocol_doc(tmp_path: Path) -> None:
+    """examples/node-toy: the toy's reference in JavaScript with a hand-written msgpack
+    subset, speaking the generic layout; its planted tie-break bug is found as the Python
+    one is (the same divergences, the same digests)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.tracediff]\nmodel = "toy"\n')
+    node = f"node=exec:node {NODE_TOY}"
+    same = td(tmp_path, "run", "--no-progress", "--impl", "reference", "--impl", node)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "identical: 20 scenarios" in same.stdout
+    python = td(tmp_path, "run", "--impl", "reference", "--impl", "optimized", "--json", "a.json")
+    buggy = f"{node} ties-by-arrival"
+    js = td(tmp_path, "run", "--impl", "reference", "--impl", buggy, "--json", "b.json")
+    assert python.returncode == js.returncode == 1, js.stdout + js.stderr
+    assert "FINDINGS: 8 of 20 scenarios (reference vs node)" in js.stdout
+    assert _digests(tmp_path / "a.json") == _digests(tmp_path / "b.json")
