@@ -210,3 +210,13 @@ def test_a_nodejs_implementation_written_from_the_protocol_doc(tmp_path: Path) -
     assert python.returncode == js.returncode == 1, js.stdout + js.stderr
     assert "FINDINGS: 8 of 20 scenarios (reference vs node)" in js.stdout
     assert _digests(tmp_path / "a.json") == _digests(tmp_path / "b.json")
+
+
+def test_the_hello_names_the_versions_that_decide_answers() -> None:
+    import importlib.metadata
+
+    from tracediff.process.server import packages
+
+    found = packages("msgpack.fallback", "no_such_module_anywhere")
+    assert found["msgpack"] == importlib.metadata.version("msgpack")
+    assert {"python", "tracediff", "msgpack"} == set(found)

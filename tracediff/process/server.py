@@ -145,12 +145,21 @@ def packages(*modules: str) -> dict[str, str]:
     except Exception:  # noqa: BLE001 - broken metadata: the versions above still tell
         owners = {}
     for module in modules:
-        for dist in owners.get(module.split(".", 1)[0], ()):
+        top = module.split(".", 1)[0]
+        for dist in owners.get(top, ()) or ((top,) if _installed(top) else ()):
             try:
                 found[dist] = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 continue
     return found
+
+
+def _installed(dist: str) -> bool:
+    try:
+        importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 class GenericServer:
@@ -257,5 +266,9 @@ def serve_impl(model: Any, spec: Any, out: int) -> int:
     if own is not None:
         return int(own(factory, spec.name, 0, out))
     module = getattr(type(model), "__module__", "")
-    server = GenericServer(model, factory, spec.name, (module, spec.target.partition(":")[0]))
+    # and the distributions the model names (optional ``served_packages``: its engine's
+    # libraries, say), whose versions decide answers as much as the code does
+    named = tuple(p for p in getattr(model, "served_packages", ()) if isinstance(p, str))
+    modules = (module, spec.target.partition(":")[0], *named)
+    server = GenericServer(model, factory, spec.name, modules)
     return serve_loop(server, 0, out)
