@@ -134,6 +134,9 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("selfcheck", ["selfcheck", "--seeds", HUGE], "is too large"),
     ("selfcheck", ["selfcheck", "--json", ""], "--json: the path is empty"),
     ("selfcheck", ["selfcheck", "--profile", ""], "the profile name is empty"),
+    # serve (refused before it takes stdout)
+    ("serve", ["serve", "no-such-impl"], "unknown implementation 'no-such-impl'"),
+    ("serve", ["serve", "exec:true"], "serves Python implementations, not exec: ones"),
     # coverage
     ("coverage", ["coverage", "--seeds", HUGE], "is too large"),
     ("coverage", ["coverage", "-j", "0"], "-j/--jobs must be at least 1"),

@@ -328,6 +328,50 @@ def test_the_model_api_check_refuses_the_core_beyond_it() -> None:
     ]
 
 
+# What running an implementation in another process takes: the core's (tracediff.process),
+# never a model's. A model with a layout of its own (specdec) says what its messages hold
+# and builds on tracediff.process for the rest.
+PROCESS_LIBRARIES = ("subprocess", "select", "socket", "signal", "multiprocessing")
+PROCESS_CALLS = ("dup", "dup2", "pipe", "set_blocking", "fork", "kill", "sched_setaffinity")
+
+
+def _process_code(name: str, path: Path) -> list[str]:
+    found = [
+        f"{name} imports {imp.imported}"
+        for imp in _imports(name, path)
+        if imp.imported.split(".")[0] in PROCESS_LIBRARIES
+    ]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+            and node.attr in PROCESS_CALLS
+        ):
+            found.append(f"{name} calls os.{node.attr} (line {node.lineno})")
+    return found
+
+
+def test_no_model_holds_process_code() -> None:
+    """Processes, pipes, timeouts, stderr, pinning and their lifetime are the core's
+    (tracediff/process/): every model runs in another process with none of it."""
+    modules = _modules()
+    wrong = [
+        problem
+        for name, path in modules.items()
+        if name.startswith(f"{MODELS}.")
+        for problem in _process_code(name, path)
+    ]
+    wrong += _process_code("toy_model", TOY_MODEL)
+    assert wrong == []
+    # the scan sees process code where it is
+    assert _process_code("tracediff.process.pipes", modules["tracediff.process.pipes"])
+    # specdec's layout reaches it through the core
+    layout = [i.imported for i in _imports("x", modules["tracediff.models.specdec.external"])]
+    assert "tracediff.process.pipes" in layout
+
+
 def test_torch_only_in_the_live_engine() -> None:
     assert _outside(("tracediff.models.specdec.live",), "torch") == []
 

@@ -19,6 +19,7 @@ from tracediff.models.specdec.external import ExecFactory
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.process import pipes
 from tracediff.project.impls import parse_impl
 from tracediff.running.record import Recording, drive, start
 from tracediff.running.runner import ERROR, IDENTICAL, run_scenario
@@ -153,12 +154,12 @@ def test_a_worker_and_its_process_share_one_cpu_while_it_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     allowed = os.sched_getaffinity(0)
-    monkeypatch.setenv(external.PIN_ENV, "1")
+    monkeypatch.setenv(pipes.PIN_ENV, "1")
     scheduler = ExecFactory("served", SERVE)(_quick(0))
     pid = scheduler.process.popen.pid
     try:
         mine = os.sched_getaffinity(0)
-        free = [cpu for cpu in allowed if (claim := external._claim(cpu)) and not claim.close()]
+        free = [cpu for cpu in allowed if (claim := pipes._claim(cpu)) and not claim.close()]
         if len(mine) == 1:  # pinned to a CPU it claimed, which its process shares
             assert os.sched_getaffinity(pid) == mine and not set(free) & mine
         else:  # other workers hold every CPU: nothing pinned
@@ -166,7 +167,7 @@ def test_a_worker_and_its_process_share_one_cpu_while_it_runs(
     finally:
         scheduler.process.close()
     assert os.sched_getaffinity(0) == allowed  # the last process closed: the CPU set back
-    monkeypatch.setenv(external.PIN_ENV, "0")
+    monkeypatch.setenv(pipes.PIN_ENV, "0")
     unpinned = ExecFactory("served", SERVE)(_quick(0))
     try:
         assert os.sched_getaffinity(0) == allowed

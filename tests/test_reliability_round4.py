@@ -116,7 +116,7 @@ def test_a_deeply_nested_pyproject_is_exit_2_naming_it(
 def test_an_exec_reply_time_that_is_no_number_of_seconds_is_exit_2(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    from tracediff.models.specdec import external
+    from tracediff.process import pipes as external
 
     monkeypatch.setenv("TRACEDIFF_EXEC_REPLY_S", value)
     assert external._reply_timeout() == external.REPLY_TIMEOUT_S  # what a worker would use
@@ -128,7 +128,7 @@ def test_an_exec_reply_time_that_is_no_number_of_seconds_is_exit_2(
 
 
 def test_an_exec_reply_time_in_bounds_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracediff.models.specdec import external
+    from tracediff.process import pipes as external
     from tracediff.project.impls import parse_impl
 
     monkeypatch.setenv("TRACEDIFF_EXEC_REPLY_S", "2.5")

@@ -170,9 +170,12 @@ class DecisionModel(Protocol):
         header and then every record. ``check=False`` leaves the content check of each
         decision record to the caller (:meth:`check_record`)."""
 
-    def exec_factory(self, name: str, target: str) -> Any:
-        """The factory of an ``exec:COMMAND`` implementation: a process speaking the model's
-        protocol (with ``probe()``, called once to fail fast); UsageError if it has none."""
+    def exec_factory(self, name: str, target: str, **options: Any) -> Any:
+        """The factory of an ``exec:COMMAND`` implementation: a process speaking the
+        protocol (with ``probe()``, called once to fail fast). BaseModel's speaks the
+        generic layout (:func:`tracediff.process.exec_factory`, whose keyword ``options``
+        it takes: ``env``, ``strict``); a model with a layout of its own gives it here and
+        its server as an optional ``serve_impl(factory, name, read_fd, write_fd)``."""
 
     def check_record(self, record: Record, number: int) -> None:
         """Raise SchedulerFault naming the field if a decision record breaks the schema."""

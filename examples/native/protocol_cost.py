@@ -29,8 +29,8 @@ import msgpack
 
 from tracediff.golden.check import profile_scenarios
 from tracediff.model import Encoded
-from tracediff.models.specdec import external
 from tracediff.models.specdec.protocol import DRIVER_FIELDS
+from tracediff.process import pipes
 from tracediff.project.impls import parse_impl
 from tracediff.running.record import Recording, drive, instance, keep_decision_bytes
 from tracediff.trace import decode, encode
@@ -91,7 +91,7 @@ def _driver_fields(record: dict[str, Any]) -> dict[str, Any]:
 
 def _children_cpu() -> float:
     total = 0.0
-    for process in list(external._LIVE):
+    for process in list(pipes._LIVE):
         fields = open(f"/proc/{process.popen.pid}/stat").read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total

@@ -157,6 +157,7 @@ COMMANDS = (
     "replay",
     "run",
     "selfcheck",
+    "serve",
     "show",
     "shrink",
     "upgrade",

@@ -684,16 +684,16 @@ def _stop_children() -> tuple[str, ...]:
     grandchildren, the process-group kill when the worker ends is what stops them.
 
     Spared: the processes of ``exec:`` implementations, which a worker keeps between
-    scenarios on purpose (:mod:`tracediff.models.specdec.external`)."""
+    scenarios on purpose (:mod:`tracediff.process.pipes`)."""
     pids: set[int] = set()
     with contextlib.suppress(OSError):
         for thread in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError, ValueError):
                 text = Path(f"/proc/self/task/{thread}/children").read_text()
                 pids.update(int(pid) for pid in text.split())
-    external = sys.modules.get("tracediff.models.specdec.external")
-    if external is not None:
-        pids -= external.live_pids()
+    pipes = sys.modules.get("tracediff.process.pipes")  # not loaded: no process kept
+    if pipes is not None:
+        pids -= pipes.live_pids()
     found = []
     for pid in sorted(pids):
         name = "?"

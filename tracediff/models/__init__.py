@@ -27,8 +27,9 @@ class BaseModel:
     Subclass it and give the required parts (names, implementations, scenarios, profiles,
     ``drive``, the search and coverage members); every method here is a plain default a
     model overrides when it has more to say. Records are shown and compared as they are
-    (no column-stored tables), every field of a record is a choice, there is no process
-    protocol for ``exec:`` implementations and no older trace format.
+    (no column-stored tables), every field of a record is a choice, ``exec:``
+    implementations speak the generic layout of the process protocol (docs/protocol.md)
+    and there is no older trace format.
     """
 
     checked_impls: Mapping[str, str] = {}
@@ -103,11 +104,11 @@ class BaseModel:
             "a with_workload (docs/models.md, docs/workloads.md)"
         )
 
-    def exec_factory(self, name: str, target: str) -> Any:
-        raise UsageError(
-            f"implementation {name!r}: the model {self.name!r} has no process protocol, so "
-            "exec: implementations cannot run under it; name a Python implementation"
-        )
+    def exec_factory(self, name: str, target: str, **options: Any) -> Any:
+        # the generic layout: a call is its method name and arguments (docs/protocol.md)
+        from tracediff.process import exec_factory
+
+        return exec_factory(self, name, target, **options)
 
     def check_record(self, record: Record, number: int) -> None:
         from tracediff.errors import SchedulerFault

@@ -17,6 +17,10 @@ Keys (all optional)::
     artifacts = "artifacts"         # where findings' traces and reports are kept
     timeout = 60.0                  # per-scenario time limit, seconds
     jobs = 4                        # worker processes
+    git_build = "make build"        # run once in each revision a git: implementation names
+
+    [tool.tracediff.envs]           # interpreters by name: --impl 'optimized@old'
+    old = ".venv-old/bin/python"
 
 A configured directory that does not exist is a :class:`ConfigError` (exit 2) where it is
 read, naming the file and the key.
@@ -38,7 +42,7 @@ from tracediff.errors import NESTING, ConfigError
 FILE = "pyproject.toml"
 TABLE = "tool.tracediff"
 PATH_KEYS = ("profiles", "regressions", "golden", "artifacts")
-KEYS = ("model", "impls", "profile", *PATH_KEYS, "timeout", "jobs")
+KEYS = ("model", "impls", "profile", *PATH_KEYS, "timeout", "jobs", "git_build", "envs")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Config:
     artifacts: Path | None = None
     timeout: float | None = None
     jobs: int | None = None
+    git_build: str | None = None  # a shell command run in each cached revision (git: impls)
+    envs: tuple[tuple[str, Path], ...] = ()  # interpreter name -> python (NAME@ENV impls)
 
     def where(self, key: str) -> str:
         """How a message names a key: ``/p/pyproject.toml [tool.tracediff] golden``."""
@@ -142,6 +148,20 @@ def parse_config(table: dict[str, Any], path: Path) -> Config:
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ConfigError(f"{where} jobs: expected a whole number of at least 1")
         values["jobs"] = jobs
+    git_build = table.get("git_build")
+    if git_build is not None and (not isinstance(git_build, str) or not git_build.strip()):
+        raise ConfigError(f"{where} git_build: expected a shell command (a string)")
+    values["git_build"] = git_build
+    envs = table.get("envs", {})
+    if not isinstance(envs, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in envs.items()
+    ):
+        raise ConfigError(
+            f"{where} envs: expected a table of names and python paths, e.g. "
+            'old = ".venv-old/bin/python"'
+        )
+    # relative to the file, as every path here is; not resolved: a venv's python is a link
+    values["envs"] = tuple(sorted((k, path.parent / v) for k, v in envs.items()))
     return Config(path=path, **values)
 
 

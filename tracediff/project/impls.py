@@ -21,7 +21,7 @@ from tracediff.errors import ImplementationError
 from tracediff.model import DecisionModel
 
 ENTRY_POINT_GROUP = "tracediff.implementations"
-# ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.models.specdec.external).
+# ``exec:COMMAND ARGS``: a process speaking the stdio protocol (tracediff.process).
 EXEC_PREFIX = "exec:"
 
 
@@ -42,6 +42,9 @@ def _model() -> DecisionModel:
 
 
 _NAMED_EXEC = re.compile(r"^([A-Za-z_][\w.-]*)=(exec:.*)$", re.DOTALL)
+# NAME@PYTHON: NAME served by another interpreter (a path, or a [tool.tracediff.envs] name)
+_ELSEWHERE = re.compile(r"^([^@=\s]+)@(\S.*)$", re.DOTALL)
+GIT_PREFIX = "git:"
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 Factory = Callable[[Any], Any]
@@ -53,10 +56,15 @@ class ImplSpec:
 
     name: str
     target: str
+    # what the user typed for a spec tracediff serves itself elsewhere (``NAME@PYTHON``,
+    # ``git:REV:TARGET``; tracediff.project.elsewhere): its server must run this tracediff
+    origin: str = ""
 
     @property
     def arg(self) -> str:
         """What to type after ``--impl`` to get this spec back (for repro lines)."""
+        if self.origin:
+            return self.origin
         if self.target.startswith(EXEC_PREFIX) and self.name != self.target:
             return f"{self.name}={self.target}"
         return self.name
@@ -76,7 +84,7 @@ class Listed:
     """One implementation ``tracediff impls`` lists: how to name it and what it is."""
 
     name: str
-    kind: str  # "built-in", "entry point" or "exec"
+    kind: str  # "built-in", "entry point", "exec", "interpreter" or "revision"
     target: str
     note: str = ""
 
@@ -111,8 +119,24 @@ def listing() -> list[Listed]:
             "exec:COMMAND ARGS",
             "exec",
             "any program speaking docs/protocol.md on stdin/stdout",
-            "e.g. 'exec:python -m tracediff.models.specdec.serve NAME' serves a Python one; "
+            "e.g. 'exec:tracediff serve NAME' serves a Python one; "
             "'NAME=exec:...' names it in reports",
+        )
+    )
+    rows.append(
+        Listed(
+            "NAME@PYTHON",
+            "interpreter",
+            "NAME served by another Python (a path or a [tool.tracediff.envs] name)",
+            "e.g. 'optimized@/path/to/venv/bin/python'",
+        )
+    )
+    rows.append(
+        Listed(
+            "git:REV:TARGET",
+            "revision",
+            "TARGET as at revision REV of this repository",
+            "e.g. 'git:HEAD~1:mypkg.sched:Fast'",
         )
     )
     return rows
@@ -136,6 +160,17 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     if named:  # NAME=exec:COMMAND: a short name for reports and tables
         _check_reply_seconds()
         return ImplSpec(named.group(1), named.group(2))
+    if name.startswith(GIT_PREFIX):
+        from tracediff.project.elsewhere import git_target
+
+        return ImplSpec(name, git_target(name, _model().name), origin=name)
+    elsewhere = _ELSEWHERE.match(name)
+    if elsewhere:
+        from tracediff.project.elsewhere import interpreter_target
+
+        impl, where = elsewhere.groups()
+        target = interpreter_target(name, impl, where, _model().name)
+        return ImplSpec(name, target, origin=name)
     known, twins = builtins(), checked()
     if check and name in twins:
         name = twins[name]
@@ -149,7 +184,8 @@ def parse_impl(text: str, *, check: bool = False) -> ImplSpec:
     raise ImplementationError(
         f"unknown implementation {text!r}; choose one of: {', '.join(available())}, "
         "give package.module:attr importable from PYTHONPATH or the current directory, "
-        "or 'exec:COMMAND ARGS' for a process speaking docs/protocol.md"
+        "'NAME@/path/to/python' for another interpreter, 'git:REV:TARGET' for another "
+        "revision, or 'exec:COMMAND ARGS' for a process speaking docs/protocol.md"
     )
 
 
@@ -187,7 +223,9 @@ def _check_reply_seconds() -> None:
 def load(spec: ImplSpec) -> Factory:
     """Import the factory a spec names; raises ImplementationError with the reason."""
     if spec.target.startswith(EXEC_PREFIX):
-        external: Any = _model().exec_factory(spec.name, spec.target)
+        # a server tracediff starts itself must run this tracediff version
+        options = {"strict": True} if spec.origin else {}
+        external: Any = _model().exec_factory(spec.name, spec.target, **options)
         external.probe()
         factory: Factory = external
         return factory

@@ -8,7 +8,10 @@ hidden behind an old "identical"). So each stored run records, apart from names:
 
 * each implementation's code: for ``package.module:attr`` the files of its top-level
   package (or the lone module file); for ``exec:COMMAND`` the command and the contents of
-  its executable and of any argument that names a file (a script);
+  its executable and of any argument that names a file (a script), and what its server's
+  hello said of its environment (tracediff and package versions: an interpreter's venv
+  differs in nothing else a file names) when this process has started it, as the check
+  before every run does;
 * tracediff's own code (its version and its files: the simulated engine and the driver
   decide as much as the implementation does);
 * the options that change an outcome (passed in by the caller).
@@ -25,6 +28,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,6 +107,10 @@ def exec_code(command: str) -> str:
     paths = ([program] if program is not None else []) + scripts
     if paths:
         digest.update(_hash_files(paths, Path("/")).encode())
+    pipes = sys.modules.get("tracediff.process.pipes")  # not loaded: nothing was started
+    served = pipes.served_environment(shlex.split(command)) if pipes is not None else None
+    if served is not None:
+        digest.update(repr(sorted(served.items())).encode())
     return digest.hexdigest()
 
 

@@ -1,641 +1,115 @@
-"""``--impl 'exec:COMMAND ARGS'``: an implementation in another process, any language.
+"""``--impl 'exec:COMMAND ARGS'`` under specdec: its own message layout (docs/protocol.md).
 
-The command speaks the stdio protocol of docs/protocol.md (framing in
-:mod:`tracediff.models.specdec.protocol`). :class:`ExecFactory` is what ``impls.load`` returns for
-such a
-spec: like a scheduler class it is called once per scenario, and it hands back an
-:class:`ExternalScheduler` with the driver interface. Under protocol version 1 every call is
-one request and one reply on the pipes. Under version 2 the driver announces each step
-(``begin_step``) and the adapter writes the step's requests at once, ``plan`` with a
-``count``; the calls then read their replies one by one, so every reply, error and
-failure is still pinned to its own request, and the process is woken once per step
-instead of once per call.
+specdec speaks a layout of its own, older than the generic one, that the Rust port
+(examples/native) and implementations written against docs/protocol.md speak: typed
+messages (``arrive``, ``plan``, ``complete``, ``state``, ``bench``) under protocol versions
+1 and 2, framed as every layout is (:mod:`tracediff.process.framing`). This module is only
+that layout's client side: the process, its pipes, timeouts, stderr, CPU pinning and
+lifetime across scenarios are the core's (:mod:`tracediff.process.pipes`).
 
-Processes: one per worker process and concurrent use, started on first need and reused
-across scenarios with a ``reset`` (a scenario ends when its adapter is garbage collected,
-which hands the process back). A process that died, hung or spoke garbage is killed and the
-next scenario starts a fresh one. It inherits the worker's memory limit (``RLIMIT_AS``), and
-the scenario time limit reaches it because every wait for a reply is a ``poll`` that the
-runner's alarm interrupts; without a time limit a reply still has :data:`REPLY_TIMEOUT_S`.
-
-Its stderr is read by a thread into a bounded buffer (the last :data:`STDERR_KEEP` bytes)
-and attached to every finding about it; it is never parsed.
+:class:`ExecFactory` is what ``impls.load`` returns for such a spec: like a scheduler class
+it is called once per scenario, and it hands back an :class:`ExternalScheduler` with the
+driver interface. Under protocol version 1 every call is one request and one reply on the
+pipes. Under version 2 the driver announces each step (``begin_step``) and the adapter
+writes the step's requests at once, ``plan`` with a ``count``; the calls then read their
+replies one by one, so every reply, error and failure is still pinned to its own request,
+and the process is woken once per step instead of once per call.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import dataclasses
-import os
-import select
-import shlex
-import shutil
-import signal
-import socket
-import subprocess
-import threading
-import time
 import weakref
-from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tracediff import __version__
-from tracediff.errors import ImplementationError, SchedulerFault
-from tracediff.executor.call import TEXT_LIMIT, bounded
 from tracediff.models.specdec.protocol import (
     ARRIVE,
     BENCH,
     COMPLETE,
-    ERROR,
     HELLO,
-    MAX_MESSAGE_BYTES,
     OK,
     PLAN,
     PROTOCOL_VERSIONS,
     RESET,
     RETIRED,
-    SHUTDOWN,
     STATE,
-    ProtocolError,
-    frame,
-    message_length,
     parse,
     parse_plan,
 )
 from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.process.pipes import (
+    PIN_ENV,
+    Ahead,
+    ExternalFault,
+    ExternalProcess,
+    ProcessPool,
+    check_versions,
+)
+from tracediff.process.pipes import parse_command as _parse_command
 
-PREFIX = "exec:"
-STDERR_KEEP = TEXT_LIMIT  # bytes of stderr kept: as much as of any implementation text
-EXIT_CHECK_S = 0.25  # while waiting for a reply, how often to check that the process lives
-# The longest wait for one reply when the run sets no scenario time limit (a hello
-# included: a process that never answers is a finding, not a hang). TRACEDIFF_EXEC_REPLY_S
-# overrides it.
-REPLY_TIMEOUT_S = 60.0
-_SHUTDOWN_WAIT_S = 1.0
-# TRACEDIFF_EXEC_PIN=0 leaves the worker and its implementation processes where the kernel
-# puts them (see _Pin).
-PIN_ENV = "TRACEDIFF_EXEC_PIN"
+__all__ = ["PIN_ENV", "ExecFactory", "ExternalFault", "ExternalScheduler", "parse_command"]
 
-
-class ExternalFault(SchedulerFault):
-    """An external implementation died, hung, spoke garbage or reported an error."""
+EXAMPLE = "'exec:python -m tracediff.models.specdec.serve reference'"
 
 
 def parse_command(text: str) -> list[str]:
     """The argv of an ``exec:`` spec; raises ImplementationError when it cannot run."""
-    command = text[len(PREFIX) :].strip() if text.startswith(PREFIX) else text.strip()
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise ImplementationError(
-            f"implementation {text!r}: cannot split the command: {exc}"
-        ) from None
-    if not argv:
-        raise ImplementationError(
-            f"implementation {text!r}: give a command after 'exec:', e.g. "
-            "'exec:python -m tracediff.models.specdec.serve reference'"
-        )
-    if shutil.which(argv[0]) is None:
-        raise ImplementationError(
-            f"implementation {text!r}: command {argv[0]!r} not found (not on PATH or not "
-            "executable); give its path"
-        )
-    return argv
-
-
-def _reply_timeout() -> float:
-    try:
-        seconds = float(os.environ.get("TRACEDIFF_EXEC_REPLY_S", REPLY_TIMEOUT_S))
-    except ValueError:
-        return REPLY_TIMEOUT_S
-    return seconds if 0 < seconds <= 1e6 else REPLY_TIMEOUT_S  # nan too: refused by impls.py
-
-
-class _StderrTail:
-    """The last STDERR_KEEP bytes a process wrote to stderr, read by a daemon thread."""
-
-    def __init__(self, stream: Any) -> None:
-        self._data = bytearray()
-        self._dropped = 0
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: Any) -> None:
-        try:
-            with contextlib.suppress(OSError, ValueError):
-                while chunk := os.read(stream.fileno(), 65536):
-                    with self._lock:
-                        self._data += chunk
-                        if len(self._data) > STDERR_KEEP:
-                            cut = len(self._data) - STDERR_KEEP
-                            del self._data[:cut]
-                            self._dropped += cut
-        finally:
-            stream.close()  # at end of file: the process (and any child) closed it
-
-    def join(self, timeout_s: float) -> None:
-        self._thread.join(timeout_s)
-
-    def text(self, settle_s: float = 0.0) -> str:
-        if settle_s:
-            self._thread.join(settle_s)  # a dying process's last words
-        with self._lock:
-            data, dropped = bytes(self._data), self._dropped
-        if not data:
-            return ""
-        body = data.decode("utf-8", "replace").rstrip()
-        head = f"stderr (last {len(data)} bytes, {dropped} before cut):" if dropped else "stderr:"
-        return f"{head}\n{body}"
-
-
-@dataclass
-class Ahead:
-    """The replies still due to one request sent ahead: ``left`` of them (a ``plan`` with a
-    ``count`` has that many at most; it ends early after a plan that chooses nothing)."""
-
-    request: str
-    left: int = 1
+    return _parse_command(text, EXAMPLE)
 
 
 def _chose_nothing(reply: dict[str, Any]) -> bool:
+    """A plan reply that ends its ``count``: its record chooses no round."""
     record = reply.get("record")
     return not isinstance(record, dict) or record.get("round") is None
 
 
-class _Pin:
-    """One CPU for this worker and its implementation processes, while any is running.
-
-    The harness and the implementation take turns (a step's requests, then its replies):
-    only one of them runs at a time. On different CPUs every turn is a wake-up of an idle
-    CPU, which on a virtual machine costs more than the turn's work (tracediff's quick
-    golden check through the Rust port: about twice the time). So the first implementation
-    process a worker starts pins the worker to the CPU it is on, if that CPU is not claimed
-    by another tracediff worker, else to the first unclaimed CPU it may use, and the process
-    inherits the pin. A claim is an abstract Unix socket named after the CPU, released by
-    the kernel when its process ends: two workers of ``-j 2`` take a CPU each. With no CPU
-    left to claim, on one allowed CPU, off Linux or with ``TRACEDIFF_EXEC_PIN=0`` nothing
-    is pinned. The worker's own CPU set comes back when its last process is closed; a
-    forked child starts from it too.
-    """
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.saved: set[int] | None = None  # the CPUs this process may use unpinned
-        self.claim: socket.socket | None = None
-
-    def take(self) -> None:
-        if self.pid != os.getpid():
-            self.forked()
-        if self.saved is not None or os.environ.get(PIN_ENV, "1") == "0":
-            return
-        if not hasattr(os, "sched_setaffinity") or not hasattr(socket, "AF_UNIX"):
-            return
-        try:
-            allowed = os.sched_getaffinity(0)
-            if len(allowed) < 2:
-                return
-            here = _current_cpu()
-            order = ([here] if here in allowed else []) + sorted(allowed - {here})
-            for cpu in order:
-                claim = _claim(cpu)
-                if claim is not None:
-                    os.sched_setaffinity(0, {cpu})
-                    self.saved, self.claim = allowed, claim
-                    return
-        except OSError:
-            return
-
-    def release(self) -> None:
-        if self.pid != os.getpid():
-            self.forked()
-        if self.saved is None:
-            return
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, self.saved)
-        self._drop()
-
-    def forked(self) -> None:
-        """In a child forked while pinned: the parent's CPU set back, not its claim."""
-        self.pid = os.getpid()
-        if self.saved is not None:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(0, self.saved)
-        self._drop()
-
-    def _drop(self) -> None:
-        if self.claim is not None:
-            self.claim.close()
-        self.saved, self.claim = None, None
-
-
-def _current_cpu() -> int:
-    """The CPU this process runs on (field 39 of /proc/self/stat); -1 when unknown."""
-    try:
-        with open("/proc/self/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return -1
-
-
-def _claim(cpu: int) -> socket.socket | None:
-    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        claim.bind(f"\0tracediff-exec-cpu-{cpu}")
-    except OSError:
-        claim.close()
-        return None
-    return claim
-
-
-_PIN = _Pin()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_PIN.forked)
-
-
-class ExternalProcess:
-    """One running implementation process and its pipes."""
-
-    def __init__(self, name: str, argv: list[str]) -> None:
-        self.name = name
-        self.argv = argv
-        self.owner = os.getpid()  # a forked child inherits the object, not the process
-        self.broken = False
-        self.capabilities: frozenset[str] = frozenset()
-        self.version = 0
-        self._buffer = bytearray()
-        self._ahead: deque[Ahead] = deque()  # replies due to requests sent ahead, in order
-        # plan replies parsed keeping the record's bytes (ExternalScheduler.keep_decision_bytes)
-        self.plan_bytes = False
-        _PIN.take()  # before the start: the process inherits the pin
-        try:
-            self.popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                bufsize=0,
-                close_fds=True,
-            )
-        except OSError as exc:
-            _unpin_if_idle()
-            reason = exc.strerror or exc
-            raise ExternalFault(f"{name}: cannot start {argv[0]!r}: {reason}") from None
-        assert self.popen.stdin and self.popen.stdout and self.popen.stderr
-        self._in = self.popen.stdin.fileno()
-        self._out = self.popen.stdout.fileno()
-        # our ends only (the process's ends are other file descriptions): see _send, _read
-        os.set_blocking(self._in, False)
-        os.set_blocking(self._out, False)
-        # poll, not select: no FD_SETSIZE limit on the descriptor numbers
-        self._writable = select.poll()
-        self._writable.register(self._in, select.POLLOUT)
-        self._readable = select.poll()
-        self._readable.register(self._out, select.POLLIN)
-        self._both = select.poll()
-        self._both.register(self._in, select.POLLOUT)
-        self._both.register(self._out, select.POLLIN)
-        self.stderr = _StderrTail(self.popen.stderr)
-        _LIVE.add(self)
-        offered = sorted(PROTOCOL_VERSIONS, reverse=True)
-        hello = self.request(
-            {"type": HELLO, "versions": offered, "tracediff": __version__},
-            HELLO,
-        )
-        version = hello.get("version")
-        if version not in PROTOCOL_VERSIONS:
-            self.fail(
-                f"speaks protocol version {version!r}; this tracediff speaks "
-                f"{offered} (see docs/protocol.md)"
-            )
-        self.version = int(version or 0)
-        caps = hello.get("capabilities", [])
-        if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
-            self.fail(
-                f"sent a hello whose 'capabilities' is {bounded(repr(caps), 80)}, expected a "
-                "list of names (docs/protocol.md)"
-            )
-        self.capabilities = frozenset(caps)
-
-    @property
-    def alive(self) -> bool:
-        return not self.broken and self.popen.poll() is None
-
-    # -- one request, one reply ---------------------------------------------------------
-    def request(self, message: dict[str, Any], expect: str) -> dict[str, Any]:
-        """Send ``message`` and return the reply of type ``expect``.
-
-        Anything else (death, garbage, a reply of another type, no reply in time) raises
-        ExternalFault and kills the process; an ``error`` reply raises ExternalFault with the
-        implementation's text and leaves the process for the next ``reset``. Whatever
-        interrupts the wait (the scenario's time limit, Ctrl-C) kills it too: its state is
-        unknown from then on. Replies still due to requests sent ahead are read and dropped
-        first.
-        """
-        if self._ahead:
-            self.settle(quiet=False)
-        what = f"the {message['type']!r} request"
-        try:
-            self._send(frame(message), what)
-        except BaseException:
-            self.kill()
-            raise
-        return self._answer(what, expect)
-
-    # -- requests sent ahead (version 2) ------------------------------------------------
-    def post(self, messages: list[dict[str, Any]], ahead: list[Ahead]) -> None:
-        """Write ``messages`` at once; their replies are read later by :meth:`take`, in
-        order (``ahead`` says, per message, what its replies will be)."""
-        what = f"the {messages[0]['type']!r} request"
-        if self._ahead:
-            self.settle(quiet=False)
-        try:
-            self._send(b"".join(map(frame, messages)), what)
-        except BaseException:
-            self.kill()
-            raise
-        self._ahead.extend(ahead)
-
-    def take(self, request: str, expect: str) -> dict[str, Any] | None:
-        """The next reply to a request sent ahead, if that request is of type ``request``;
-        None when nothing of that type was sent ahead (then the caller sends it itself). A
-        ``plan`` reply whose record chooses no round ends its ``count``: no more follow."""
-        if not self._ahead or self._ahead[0].request != request:
-            if self._ahead:
-                self.settle(quiet=False)  # calls that were not announced: start afresh
-            return None
-        head = self._ahead[0]
-        head.left -= 1
-        if head.left <= 0:
-            self._ahead.popleft()
-        try:
-            reply = self._answer(f"the {request!r} request", expect)
-        except ExternalFault:
-            if head.left > 0:  # an error in place of a plan ends its count too
-                self._ahead.popleft()
-            raise
-        if head.left > 0 and _chose_nothing(reply):
-            self._ahead.popleft()
-        return reply
-
-    def settle(self, *, quiet: bool = True) -> bool:
-        """Read and drop the replies still due (a scenario stopped part-way through a step):
-        True when the process is ready for its next request. ``quiet``: a failure kills it
-        and answers False instead of raising."""
-        try:
-            while self._ahead:
-                head = self._ahead[0]
-                head.left -= 1
-                if head.left <= 0:
-                    self._ahead.popleft()
-                what = f"the {head.request!r} request"
-                reply = self._receive(what)
-                if head.left > 0 and (reply["type"] != PLAN or _chose_nothing(reply)):
-                    self._ahead.popleft()
-        except ExternalFault:
-            if not quiet:
-                raise
-            return False
-        except BaseException:
-            self.kill()
-            raise
-        return True
-
-    def _answer(self, what: str, expect: str) -> dict[str, Any]:
-        try:
-            reply = self._receive(what, keep_bytes=expect == PLAN and self.plan_bytes)
-        except BaseException:
-            self.kill()
-            raise
-        kind = reply["type"]
-        if kind == expect:
-            return reply
-        if kind == ERROR:
-            # kept bounded, as stderr is: a hostile reply of 60 MB costs nothing downstream
-            text = bounded(str(reply.get("message")))
-            raise ExternalFault(
-                self._with_stderr(f"{self.name} reported an error on {what}: {text}")
-            )
-        self.fail(f"answered {what} with a {kind!r} message, expected {expect!r}")
-
-    def fail(self, what: str) -> NoReturn:
-        self.kill()
-        raise ExternalFault(self._with_stderr(f"{self.name} {what}"))
-
-    def _send(self, data: bytes, what: str) -> None:
-        # Both pipes are non-blocking: a write takes what the pipe holds, and only a full
-        # pipe costs a poll (which also takes replies already there, so that a process
-        # blocked on a full stdout never waits for us while we wait for it to read).
-        view = memoryview(data)
-        deadline = 0.0
-        while True:
-            try:
-                view = view[os.write(self._in, view) :]
-            except BlockingIOError:
-                pass
-            except (BrokenPipeError, ConnectionResetError):
-                self.fail(self._death(f"before reading {what}"))
-            if not view:
-                return
-            if not deadline:
-                deadline = time.monotonic() + _reply_timeout()
-            left = deadline - time.monotonic()
-            ready = dict(self._both.poll(max(int(left * 1000), 0)))
-            if not ready:
-                self.fail(f"did not read {what} within {_reply_timeout():g} s")
-            if ready.get(self._out, 0) & (select.POLLIN | select.POLLHUP):
-                chunk = self._read()
-                if chunk is not None and not chunk:
-                    self.fail(self._death(f"before reading {what}"))
-                self._buffer += chunk or b""
-
-    def _read(self, size: int = 65536) -> bytes | None:
-        """What stdout holds (b"" at its end), or None when it holds nothing yet."""
-        try:
-            return os.read(self._out, size)
-        except BlockingIOError:
-            return None
-
-    def _receive(self, what: str, keep_bytes: bool = False) -> dict[str, Any]:
-        # A reply already read (the replies to a step come in one chunk): no clock, no poll.
-        buffer = self._buffer
-        if len(buffer) >= 4:
-            need = 4 + int.from_bytes(buffer[:4], "big")
-            if need - 4 <= MAX_MESSAGE_BYTES and len(buffer) >= need:
-                payload = bytes(buffer[4:need])
-                del buffer[:need]
-                return self._parse(payload, what, keep_bytes)
-        return self._wait_for_reply(what, keep_bytes)
-
-    def _parse(self, payload: bytes, what: str, keep_bytes: bool) -> dict[str, Any]:
-        if keep_bytes:
-            reply = parse_plan(payload)
-            if reply is not None:
-                return reply
-        try:
-            return parse(payload)
-        except ProtocolError as exc:
-            self.fail(f"spoke garbage in reply to {what}: {exc}")
-
-    def _wait_for_reply(self, what: str, keep_bytes: bool = False) -> dict[str, Any]:
-        deadline = 0.0  # set on the first wait: a reply already in the pipe needs no clock
-        need = 4
-        length = -1
-        while True:
-            if length < 0 and len(self._buffer) >= 4:
-                try:
-                    length = message_length(bytes(self._buffer[:4]))
-                except ProtocolError as exc:
-                    self.fail(f"spoke garbage in reply to {what}: {exc}")
-                need = 4 + length
-            if len(self._buffer) >= need and length >= 0:
-                payload = bytes(self._buffer[4:need])
-                del self._buffer[:need]
-                return self._parse(payload, what, keep_bytes)
-            chunk = self._read(max(65536, need - len(self._buffer)))
-            if chunk:
-                self._buffer += chunk
-                continue
-            if chunk is not None:
-                partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
-                self.fail(self._death(f"before answering {what}{partial}"))
-            if not deadline:
-                deadline = time.monotonic() + _reply_timeout()
-            left = deadline - time.monotonic()
-            # in slices: a server that exited while a child of its own still holds its stdout
-            # never gives an end of file, and is reported as exited, not as a hang
-            ready = self._readable.poll(max(int(min(left, EXIT_CHECK_S) * 1000), 0))
-            if not ready:
-                if self.popen.poll() is not None:
-                    partial = f" after {len(self._buffer)} bytes of a reply" if self._buffer else ""
-                    self.fail(self._death(f"before answering {what}{partial}"))
-                if time.monotonic() >= deadline:
-                    self.fail(
-                        f"did not answer {what} within {_reply_timeout():g} s (a hang, or a "
-                        "reply still in its stdout buffer: flush after each message)"
-                    )
-
-    def _death(self, when: str) -> str:
-        try:
-            code = self.popen.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return f"closed its stdout {when} (still running)"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return f"was killed by {name} {when}"
-        return f"exited with status {code} {when}"
-
-    def _with_stderr(self, text: str) -> str:
-        tail = self.stderr.text(settle_s=0.2 if self.popen.poll() is not None else 0.0)
-        return f"{text}\n{tail}" if tail else text
-
-    # -- ending -------------------------------------------------------------------------
-    def kill(self) -> None:
-        self.broken = True
-        with contextlib.suppress(OSError):
-            self.popen.kill()
-        with contextlib.suppress(Exception):
-            self.popen.wait(timeout=_SHUTDOWN_WAIT_S)
-        self._close_pipes()
-        self.stderr.join(_SHUTDOWN_WAIT_S)
-
-    def close(self) -> None:
-        """Ask it to shut down, then close its stdin; kill it if it lingers."""
-        if self.popen.poll() is None and not self.broken:
-            with contextlib.suppress(OSError, ProtocolError):
-                os.write(self._in, frame({"type": SHUTDOWN}))
-        self._close_pipes()
-        try:
-            self.popen.wait(timeout=_SHUTDOWN_WAIT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        self.broken = True
-        self.stderr.join(_SHUTDOWN_WAIT_S)
-
-    def _close_pipes(self) -> None:
-        _LIVE.discard(self)
-        for stream in (self.popen.stdin, self.popen.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-        _unpin_if_idle()
-
-
-_LIVE: set[ExternalProcess] = set()
-
-
-def _unpin_if_idle() -> None:
-    """The worker's CPU set back once none of its implementation processes is left."""
-    me = os.getpid()
-    if not any(process.owner == me for process in _LIVE):
-        _PIN.release()
-
-
-def live_pids() -> frozenset[int]:
-    """The implementation processes this process keeps between scenarios (by design, not
-    leaked: a worker's clean-up of its children must spare them)."""
-    me = os.getpid()
-    return frozenset(p.popen.pid for p in _LIVE if p.owner == me and p.popen.poll() is None)
-
-
-@atexit.register
-def _close_all() -> None:
-    me = os.getpid()
-    for process in list(_LIVE):
-        if process.owner == me:  # not a forked parent's
-            process.close()
+def start_process(
+    name: str, argv: list[str], env: Mapping[str, str] | None = None, strict: bool = False
+) -> ExternalProcess:
+    """One process speaking specdec's layout, after its hello (``strict``: it must run this
+    tracediff version, see :func:`tracediff.process.pipes.check_versions`)."""
+    offered = sorted(PROTOCOL_VERSIONS, reverse=True)
+    process = ExternalProcess(
+        name,
+        argv,
+        {"type": HELLO, "versions": offered, "tracediff": __version__, "model": "specdec"},
+        PROTOCOL_VERSIONS,
+        parser=parse,
+        fast_parser=parse_plan,
+        env=env,
+    )
+    check_versions(process, strict)
+    return process
 
 
 class ExecFactory:
     """Called with a scenario, like a scheduler class: returns a reset ExternalScheduler."""
 
-    def __init__(self, name: str, argv: list[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        strict: bool = False,
+    ) -> None:
         self.name = name
         self.argv = argv
-        self._pid = os.getpid()
-        self._idle: list[ExternalProcess] = []
+        self.pool = ProcessPool(lambda: start_process(name, argv, env, strict))
 
     def __call__(self, scenario: Scenario) -> ExternalScheduler:
-        process = self._take()
-        process.plan_bytes = False  # until this scenario's recording asks for them
+        process = self.pool.take()
+        process.keep_bytes = ""  # until this scenario's recording asks for them
         payload = reset_payload(scenario)
         process.request({"type": RESET, "scenario": payload}, OK)
         scheduler = ExternalScheduler(process, payload["requests"])
-        weakref.finalize(scheduler, self._give_back, process)
+        weakref.finalize(scheduler, self.pool.give_back, process)
         return scheduler
 
     def probe(self) -> None:
-        """Start one process now and stop it after its hello, so that a command that cannot
-        speak the protocol fails before a run starts. Stopped, not kept: the process that
-        checks is often the parent of workers that fork, and must not hold a process (and
-        its stderr thread) they would inherit."""
-        if any(process.alive for process in self._idle):
-            return
-        try:
-            process = self._take()
-        except ExternalFault as exc:
-            raise ImplementationError(str(exc).replace("\n", " | ")) from None
-        process.close()
-
-    def _take(self) -> ExternalProcess:
-        if os.getpid() != self._pid:  # inherited through fork: those are the parent's
-            self._pid, self._idle = os.getpid(), []
-        while self._idle:
-            process = self._idle.pop()
-            if process.alive and process.settle():
-                return process
-            process.kill()
-        return ExternalProcess(self.name, self.argv)
-
-    def _give_back(self, process: ExternalProcess) -> None:
-        if os.getpid() == self._pid and process.alive:
-            self._idle.append(process)
+        """Start one process now and stop it after its hello (ProcessPool.probe)."""
+        self.pool.probe()
 
 
 class ExternalScheduler:
@@ -652,7 +126,7 @@ class ExternalScheduler:
         """Hand plan records over with the bytes the process sent (tracediff.model.Encoded):
         asked by a recording judged by its digest alone (running.record.keep_decision_bytes),
         which then spares each record's nesting walk, column check and encoding."""
-        self.process.plan_bytes = True
+        self.process.keep_bytes = PLAN
 
     def _raise_unsent(self) -> None:
         if self._unsent is not None:
@@ -676,7 +150,7 @@ class ExternalScheduler:
             if plans > 1:
                 message["count"] = plans
             messages.append(message)
-            ahead.append(Ahead(PLAN, plans))
+            ahead.append(Ahead(PLAN, plans, _chose_nothing))
         if messages:
             try:
                 self.process.post(messages, ahead)
@@ -776,12 +250,14 @@ def _plain_data(value: Any) -> Any:
 _FACTORIES: dict[str, ExecFactory] = {}
 
 
-def factory_for(name: str, text: str) -> ExecFactory:
+def factory_for(
+    name: str, text: str, *, env: Mapping[str, str] | None = None, strict: bool = False
+) -> ExecFactory:
     """The factory of an ``exec:`` spec, one per process and command (its idle processes
     are shared by every caller in this process)."""
     argv = parse_command(text)
-    key = "\0".join(argv)
+    key = "\0".join([*argv, *sorted(f"{k}={v}" for k, v in (env or {}).items())])
     factory = _FACTORIES.get(key)
     if factory is None:
-        factory = _FACTORIES[key] = ExecFactory(name, argv)
+        factory = _FACTORIES[key] = ExecFactory(name, argv, env, strict)
     return factory

@@ -93,10 +93,17 @@ class SpecDecModel:
 
         return drive(scenario, impl, check=check)
 
-    def exec_factory(self, name: str, target: str) -> Any:
+    def exec_factory(self, name: str, target: str, **options: Any) -> Any:
+        # specdec's own layout (docs/protocol.md), which the Rust port speaks
         from tracediff.models.specdec.external import factory_for
 
-        return factory_for(name, target)
+        return factory_for(name, target, **options)
+
+    def serve_impl(self, factory: Any, name: str, read_fd: int, write_fd: int) -> int:
+        """``tracediff serve``: the implementation in specdec's layout."""
+        from tracediff.models.specdec.serve import serve
+
+        return serve(factory, name, read_fd, write_fd)
 
     def check_record(self, record: Record, number: int) -> None:
         _hot().check_plan(record, number)  # once per plan record: no import on the way

@@ -1,94 +1,72 @@
-"""The stdio protocol for implementations in other processes (docs/protocol.md).
+"""specdec's message layout over the stdio protocol (docs/protocol.md).
 
-A message is a big-endian u32 length followed by exactly that many bytes: one msgpack map
-with a string ``type``. The harness writes requests to the implementation's stdin and reads
-exactly one reply per request from its stdout (``shutdown`` has none). This module holds
-the framing and the constants both sides share: the exec adapter
-(:mod:`tracediff.models.specdec.external`)
-and the server for Python implementations (:mod:`tracediff.models.specdec.serve`).
-
-Messages are encoded with the trace format's canonical packer (float64 always, smallest
-ints, maps in insertion order) and decoded with its hardened decoder, so a plan record that
-crosses the pipe decodes to the same Python values it was built from: the same trace bytes
-as in process.
+The framing (a big-endian u32 length, one msgpack map with a string ``type``), its limits
+and its canonical encoding are the core's (:mod:`tracediff.process.framing`), as are the
+process and its pipes (:mod:`tracediff.process.pipes`). This module holds what only
+specdec's layout has: its message types, its protocol versions (1 and 2) and the fast
+parses of its commonest replies, shared by its client (:mod:`tracediff.models.specdec.external`)
+and its server (:mod:`tracediff.models.specdec.serve`).
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Final
 
 import msgpack
 
 from tracediff.model import Encoded
-from tracediff.trace.codec import decode, encode, unpack_limits
+from tracediff.process import framing
+from tracediff.process.framing import (
+    ERROR,
+    HELLO,
+    LENGTH,
+    MAX_MESSAGE_BYTES,
+    OK,
+    RESET,
+    SHUTDOWN,
+    ProtocolError,
+    frame,
+    message_length,
+)
+from tracediff.trace.codec import encode, unpack_limits
+
+__all__ = [
+    "ARRIVE",
+    "BENCH",
+    "COMPLETE",
+    "ERROR",
+    "HELLO",
+    "LENGTH",
+    "MAX_MESSAGE_BYTES",
+    "OK",
+    "PLAN",
+    "PROTOCOL_VERSIONS",
+    "RESET",
+    "RETIRED",
+    "SHUTDOWN",
+    "STATE",
+    "ProtocolError",
+    "frame",
+    "message_length",
+    "parse",
+    "parse_plan",
+]
 
 PROTOCOL_VERSIONS: Final = (1, 2)  # what this tracediff speaks, oldest first
-LENGTH: Final = struct.Struct(">I")
-# A message longer than this is garbage: the largest plan record (64 lanes, a prefill row,
-# mixed graphs) is a few hundred kilobytes.
-MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 
-# Requests (harness -> implementation) and their replies.
-HELLO, RESET, ARRIVE, PLAN, COMPLETE, STATE, BENCH, SHUTDOWN = (
-    "hello",
-    "reset",
-    "arrive",
-    "plan",
-    "complete",
-    "state",
-    "bench",
-    "shutdown",
-)
-OK, RETIRED, ERROR = "ok", "retired", "error"
+# Requests (harness -> implementation) and their replies, beyond the shared ones.
+ARRIVE, PLAN, COMPLETE, STATE, BENCH = "arrive", "plan", "complete", "state", "bench"
+RETIRED = "retired"
 
-
-class ProtocolError(Exception):
-    """A frame or message that breaks the protocol (the text says what)."""
-
-
-def frame(message: dict[str, Any]) -> bytes:
-    """One message as the bytes to write: its length, then its msgpack map."""
-    payload = encode(message)
-    if len(payload) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(
-            f"a {message.get('type')!r} message of {len(payload)} bytes is over "
-            f"the {MAX_MESSAGE_BYTES}-byte limit"
-        )
-    return LENGTH.pack(len(payload)) + payload
-
-
-def message_length(prefix: bytes) -> int:
-    """The payload length a 4-byte prefix announces; raises ProtocolError past the limit."""
-    (length,) = LENGTH.unpack(prefix)
-    if length > MAX_MESSAGE_BYTES:
-        raise ProtocolError(
-            f"a message announces {length} bytes, over the {MAX_MESSAGE_BYTES}-byte limit "
-            f"(first bytes {prefix.hex()}: is something printing to stdout?)"
-        )
-    return int(length)
-
-
-# The reply to every arrival, as every implementation encodes it (one fixmap, one fixstr
-# each): recognised by its bytes, not decoded.
-_OK_PAYLOAD: Final = encode({"type": OK})
 # The reply to most completions (they retire nothing), as a canonical encoder writes it.
 _NONE_RETIRED_PAYLOAD: Final = encode({"type": RETIRED, "ids": []})
 
 
 def parse(payload: bytes) -> dict[str, Any]:
     """Decode one payload into a message map with a string ``type``."""
-    if payload == _OK_PAYLOAD:  # the reply to every arrival: nothing to decode
-        return {"type": OK}
-    if payload == _NONE_RETIRED_PAYLOAD:
+    if payload == _NONE_RETIRED_PAYLOAD:  # recognised by its bytes, not decoded
         return {"type": RETIRED, "ids": []}
-    try:
-        value = decode(payload, path="message")
-    except Exception as exc:  # noqa: BLE001 - TraceFormatError; the text is what matters
-        raise ProtocolError(f"undecodable message ({exc})") from None
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise ProtocolError(f"a message must be a map with a string 'type', got {_brief(value)}")
-    return value
+    return framing.parse(payload)
 
 
 # The fields of a plan record that the driver and a recording read (the round goes to the
@@ -134,8 +112,3 @@ def parse_plan(payload: bytes) -> dict[str, Any] | None:
     if not complete or record is None or reply.get("type") != PLAN:
         return None
     return reply
-
-
-def _brief(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,85 +1,42 @@
-"""``python -m tracediff.models.specdec.serve NAME|module:attr``: a Python implementation over the
-protocol.
+"""specdec's layout, served: ``tracediff serve --model specdec NAME`` (and, as an alias,
+``python -m tracediff.models.specdec.serve NAME|module:attr``).
 
 Serves any implementation tracediff can load (a built-in name, ``package.module:attr``, an
-entry point) on stdin/stdout as docs/protocol.md describes, so that
-``--impl 'exec:python -m tracediff.models.specdec.serve NAME'`` runs it in another process. It is
-the
-protocol's executable example and its test: served and in-process traces must be identical.
-
-The protocol owns file descriptor 1: Python's ``sys.stdout`` is pointed at stderr before the
-implementation is loaded, so a stray ``print`` in it shows up in the finding instead of
-corrupting the stream. An exception in the implementation is answered with an ``error``
-message carrying its traceback; the server then waits for the next ``reset``.
+entry point) on stdin/stdout in specdec's own layout (docs/protocol.md), so that
+``--impl 'exec:tracediff serve NAME'`` runs it in another process. It is the protocol's
+executable example and its test: served and in-process traces must be identical. The loop,
+the framing and the stdout discipline are the core's (:mod:`tracediff.process.server`);
+:class:`Server` is what this layout answers. An exception in the implementation is answered
+with an ``error`` message carrying its traceback; the server then waits for the next
+``reset``.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import sys
 import time
-import traceback
 from typing import Any
 
+from tracediff import __version__
 from tracediff.models.specdec.protocol import (
     ARRIVE,
     BENCH,
     COMPLETE,
     ERROR,
     HELLO,
-    LENGTH,
     OK,
     PLAN,
     PROTOCOL_VERSIONS,
     RESET,
     RETIRED,
-    SHUTDOWN,
     STATE,
-    ProtocolError,
     frame,
-    message_length,
-    parse,
 )
 from tracediff.models.specdec.scenario.model import RequestSpec, Scenario
+from tracediff.process.server import packages, protocol_stdout, serve_loop
 
 USAGE = "usage: python -m tracediff.models.specdec.serve NAME|package.module:attr"
-
-
-class _Channel:
-    """Framed messages on two file descriptors."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.read_fd = read_fd
-        self.write_fd = write_fd
-        # read in large chunks: a version 2 harness writes a whole step's requests at once
-        self._buffer = bytearray()
-
-    def _read_exactly(self, size: int) -> bytes | None:
-        while len(self._buffer) < size:
-            chunk = os.read(self.read_fd, max(65536, size - len(self._buffer)))
-            if not chunk:
-                if self._buffer:
-                    raise ProtocolError(f"stdin ended inside a message ({len(self._buffer)} bytes)")
-                return None
-            self._buffer += chunk
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return data
-
-    def receive(self) -> dict[str, Any] | None:
-        prefix = self._read_exactly(LENGTH.size)
-        if prefix is None:
-            return None
-        payload = self._read_exactly(message_length(prefix))
-        if payload is None:
-            raise ProtocolError("stdin ended inside a message")
-        return parse(payload)
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = memoryview(frame(message))
-        while data:
-            data = data[os.write(self.write_fd, data) :]
 
 
 class Server:
@@ -106,6 +63,10 @@ class Server:
                 "version": self.version,
                 "name": self.name,
                 "capabilities": [STATE, BENCH],
+                # what fingerprints read (tracediff.process); a harness needs none of it
+                "model": "specdec",
+                "tracediff": __version__,
+                "packages": packages(),
             }
         if kind == RESET:
             self.scenario = Scenario.from_dict(message["scenario"])
@@ -136,6 +97,23 @@ class Server:
             return self.bench(message["state"], message["now"])
         return _error(f"unknown message type {kind!r}")
 
+    def replies(self, message: dict[str, Any]) -> int:
+        """Version 2: a plan with a count is answered by one plan reply per plan, up to the
+        count, ending after a plan that chooses no round or at an error."""
+        if self.version < 2 or message["type"] != PLAN:
+            return 1
+        count = message.get("count", 1)
+        return count if type(count) is int and count >= 1 else 1
+
+    def more(self, reply: dict[str, Any]) -> bool:
+        record = reply.get("record")
+        chose = isinstance(record, dict) and record.get("round") is not None
+        return reply["type"] == PLAN and chose
+
+    def failed(self, message: dict[str, Any]) -> None:
+        if message["type"] == RESET:
+            self.scheduler = None
+
     def bench(self, state: dict[str, Any], now: int) -> dict[str, Any]:
         from tracediff.models.specdec.bench import load_bench_state
 
@@ -156,42 +134,14 @@ def _error(text: str) -> dict[str, Any]:
 
 def serve(factory: Any, name: str, read_fd: int, write_fd: int) -> int:
     """Answer messages until ``shutdown`` or end of input; returns the exit status."""
-    channel = _Channel(read_fd, write_fd)
-    server = Server(factory, name)
-    while True:
-        try:
-            message = channel.receive()
-        except ProtocolError as exc:
-            print(f"tracediff.models.specdec.serve: {exc}", file=sys.stderr)
-            return 2
-        if message is None or message["type"] == SHUTDOWN:
-            return 0
-        # Version 2: a plan with a count is answered by one plan reply per plan, up to the
-        # count, ending after a plan that chooses no round or at an error. Each reply is
-        # written as soon as it is made, so a failure is pinned to its own plan.
-        count = _count(message) if server.version >= 2 else 1
-        for _ in range(count):
-            try:
-                reply = server.handle(message)
-            except Exception as exc:  # noqa: BLE001 - the implementation's failure is the answer
-                server.scheduler = None if message["type"] == RESET else server.scheduler
-                reply = _error("".join(traceback.format_exception(exc)).rstrip())
-            try:
-                channel.send(reply)
-            except (TypeError, ValueError, OverflowError, ProtocolError) as exc:
-                reply = _error(f"the reply cannot be encoded: {type(exc).__name__}: {exc}")
-                channel.send(reply)
-            except BrokenPipeError:
-                return 0
-            record = reply.get("record")
-            if reply["type"] != PLAN or not isinstance(record, dict) or record.get("round") is None:
-                break
-
-
-def _count(message: dict[str, Any]) -> int:
-    """How many plans a ``plan`` message asks for (1 for every other message)."""
-    count = message.get("count", 1) if message["type"] == PLAN else 1
-    return count if type(count) is int and count >= 1 else 1
+    # Server and frame are read here, when called: tests serve variants of both
+    return serve_loop(
+        Server(factory, name),
+        read_fd,
+        write_fd,
+        label="tracediff.models.specdec.serve",
+        framer=lambda message: frame(message),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     # The protocol owns fd 1; everything the implementation prints goes to stderr.
-    protocol_out = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    protocol_out = protocol_stdout()
     from tracediff.errors import TracediffError
     from tracediff.project.impls import load, parse_impl
 
