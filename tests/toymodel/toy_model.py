@@ -168,14 +168,19 @@ class ToyModel(BaseModel):
     def generate_from(self, profile: ToyProfile, seed: int, draws: Draws) -> ToyScenario:
         """Written once against draws: tracediff seeds it (``generate``), shrinks its draws
         and fuzzes through it (BaseModel)."""
-        count = draws.integer(1, profile.max_jobs)
-        order = list(range(count))
-        draws.shuffle(order)  # ids do not follow arrival order: ties are told apart
-        jobs, at = [], 0
-        for job in order:
+        drawn: list[tuple[int, int]] = []
+        ranks: list[int] = []  # arrival indices in id order
+        at = 0
+        # one job's draws together (more?, gap, size, place): deleting them deletes the job
+        for k in draws.many(1, profile.max_jobs, profile.max_jobs - 2):
             at += draws.choice((0, 0, 1, 3))
-            jobs.append(Job(job, at, draws.choice((1, 2, 2, 4))))
-        return ToyScenario(profile.name, seed, tuple(jobs))
+            drawn.append((at, draws.choice((1, 2, 2, 4))))
+            # ids do not follow arrival order, so that ties are told apart: the k-th arrival
+            # takes a place among the ids (simplest: the last, ids in arrival order)
+            ranks.insert(k - draws.below(k + 1), k)
+        ids = {k: i for i, k in enumerate(ranks)}
+        jobs = tuple(Job(ids[k], at, size) for k, (at, size) in enumerate(drawn))
+        return ToyScenario(profile.name, seed, jobs)
 
     def size(self, scenario: ToyScenario) -> int:
         return len(scenario.jobs)
