@@ -172,7 +172,7 @@ class ToyModel(BaseModel):
         ranks: list[int] = []  # arrival indices in id order
         at = 0
         # one job's draws together (more?, gap, size, place): deleting them deletes the job
-        for k in draws.many(1, profile.max_jobs, (1 + profile.max_jobs) / 2):
+        for k in draws.many(1, profile.max_jobs, profile.max_jobs - 2):
             at += draws.choice((0, 0, 1, 3))
             drawn.append((at, draws.choice((1, 2, 2, 4))))
             # ids do not follow arrival order, so that ties are told apart: the k-th arrival
