@@ -4,6 +4,9 @@ requires every one to be caught on quick, as a divergence)."""
 
 from __future__ import annotations
 
+import heapq
+from typing import Any
+
 from tracediff.models.kvbatch.optimized import Optimized
 from tracediff.models.kvbatch.reference import Req
 
@@ -58,3 +61,18 @@ class HitRepeatLeavesFreeTwice(Optimized):
             if self.ref[b] == 0:
                 self.free -= hits.count(b)
             self.ref[b] += 1
+
+
+class OrdersById(Optimized):
+    """The waiting queue ordered by (priority, id): right whenever ids follow arrival order,
+    wrong as soon as a later arrival has a lower id (a fuzz strategy that numbers requests
+    in arrival order can never show it)."""
+
+    def arrive(
+        self, rid: int, arrival: int, prompt: int, output: int, priority: int, prefix: Any,
+        now: int,
+    ) -> None:  # fmt: skip
+        super().arrive(rid, arrival, prompt, output, priority, prefix, now)
+        self.waiting.remove(self.reqs[rid].key)
+        heapq.heapify(self.waiting)
+        heapq.heappush(self.waiting, (priority, rid, rid))

@@ -29,7 +29,7 @@ from tracediff.draws import Draws, TooManyDraws, hypothesis_draws
 from tracediff.model import Shrinking, ShrinkPass
 
 MEMO_SIZE = 4096  # scenarios remembered with their choices (a shrink keeps its best few)
-RUNS = (8, 4, 2, 1)
+RUNS = (8, 6, 4, 3, 2, 1)  # an element of a list is often 2 or 3 draws (more?, fields)
 
 
 @dataclass(frozen=True)

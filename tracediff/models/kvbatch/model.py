@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracediff.errors import ScenarioError, SchedulerFault
-from tracediff.model import Clause, DecisionModel, Record, ShrinkPass
+from tracediff.model import Clause, DecisionModel, Draws, Record, ShrinkPass
 from tracediff.models import BaseModel
 from tracediff.models.kvbatch import coverage, scenario
 from tracediff.models.kvbatch.scenario import FORMAT, RECORD_KEYS, KVProfile, KVScenario
@@ -66,8 +66,9 @@ class KVBatchModel(BaseModel):
     def with_workload(self, profile: KVProfile, workloads: Any) -> KVProfile:
         return scenario.with_workload(profile, workloads)
 
-    def generate(self, profile: KVProfile, seed: int) -> KVScenario:
-        return scenario.generate(profile, seed)
+    def generate_from(self, profile: KVProfile, seed: int, draws: Draws) -> KVScenario:
+        # BaseModel seeds it (generate), shrinks its draws and fuzzes through it
+        return scenario.generate_from(profile, seed, draws)
 
     def size(self, scenario: KVScenario) -> int:
         return len(scenario.requests)
@@ -157,7 +158,8 @@ class KVBatchModel(BaseModel):
     def shrink_passes(self) -> Sequence[ShrinkPass]:
         from tracediff.models.kvbatch.search import PASSES
 
-        return PASSES
+        # the hand-written passes first (each knows a field), then the generator's draws
+        return (*PASSES, *super().shrink_passes())
 
     def size_key(self, scenario: KVScenario, plans: int) -> tuple[int, ...]:
         from tracediff.models.kvbatch.search import size_key
@@ -168,11 +170,6 @@ class KVBatchModel(BaseModel):
         if not isinstance(scenario, KVScenario):
             raise ScenarioError("not a kvbatch scenario")
         scenario_validate(scenario)
-
-    def fuzz_strategy(self, max_size: int) -> Any:
-        from tracediff.models.kvbatch.search import fuzz_strategy
-
-        return fuzz_strategy(max_size)
 
     # -- coverage
     features: tuple[str, ...] = coverage.FEATURES

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.errors import ScenarioError, UsageError
+from tracediff.model import Draws
 from tracediff.workload import Window, WorkloadOrigin, WorkloadSet
 
 FORMAT = "kvbatch-trace"
@@ -239,40 +240,45 @@ def with_workload(profile: KVProfile, workloads: WorkloadSet) -> KVProfile:
     )
 
 
-def generate(profile: KVProfile, seed: int) -> KVScenario:
+def generate_from(profile: KVProfile, seed: int, draws: Draws) -> KVScenario:
+    """The scenario ``draws`` make (tracediff.draws): seeded by "kvbatch:PROFILE:SEED" it
+    is the scenario of that seed (every draw answers as the same call on random.Random
+    did); tracediff shrinks by reducing the draws and fuzzes by letting Hypothesis answer
+    them, so fuzzing reaches every scenario this generator can make (request ids in any
+    order of arrival included)."""
     if profile.workload is not None:
         return from_window(profile, seed, profile.workload.window(seed))
-    rng = random.Random(f"kvbatch:{profile.name}:{seed}")
+    rng = draws
     bs = rng.choice((2, 4, 4, 8))
     token_budget = rng.choice((4, 8, 16, 32))
     max_running = rng.choice((2, 3, 4, 8))
-    count = rng.randint(2, profile.max_requests)
-    families = rng.randint(1, 3)
-    periods = _echo_periods(profile, seed, families)
+    count = rng.integer(2, profile.max_requests)
+    families = rng.integer(1, 3)
+    periods = _echo_periods(draws.sub("echo"), families)
     ids = list(range(count))
     rng.shuffle(ids)
     requests: list[Request] = []
     at = 0
     for rid in ids:
         at += rng.choice((0, 0, 1000, 5000, 20000, 60000))
-        if rng.random() < 0.3:
-            prompt = bs * rng.randint(1, max(1, profile.max_prompt // bs))
+        if rng.boolean(0.3):
+            prompt = bs * rng.integer(1, max(1, profile.max_prompt // bs))
         else:
-            prompt = rng.randint(1, profile.max_prompt)
-        output = rng.randint(1, profile.max_output)
-        priority = 0 if rng.random() < 0.2 else 1
+            prompt = rng.integer(1, profile.max_prompt)
+        output = rng.integer(1, profile.max_output)
+        priority = 0 if rng.boolean(0.2) else 1
         full = prompt // bs
         prefix: list[int] = []
-        if full and rng.random() < 0.75:
-            family = rng.randrange(families)
-            shared = rng.randint(0, full)
-            last = rng.randint(shared, full)
+        if full and rng.boolean(0.75):
+            family = rng.below(families)
+            shared = rng.integer(0, full)
+            last = rng.integer(shared, full)
             period = periods[family] or shared
             prefix = [(family + 1) * 1000 + i % period for i in range(shared)]
             prefix += [(rid + 1) * 100000 + i for i in range(shared, last)]
         requests.append(Request(rid, at, prompt, output, priority, tuple(prefix)))
     biggest = max(blocks_for(r.prompt + r.output, bs) for r in requests)
-    num_blocks = biggest + rng.randint(0, biggest * rng.choice((0, 1, 1, 3)))
+    num_blocks = biggest + rng.integer(0, biggest * rng.choice((0, 1, 1, 3)))
     return KVScenario(
         profile.name,
         seed,
@@ -286,12 +292,11 @@ def generate(profile: KVProfile, seed: int) -> KVScenario:
     )
 
 
-def _echo_periods(profile: KVProfile, seed: int, families: int) -> list[int]:
+def _echo_periods(rng: Draws, families: int) -> list[int]:
     """Per prefix family, the period after which its hashes repeat (0: never): a prompt
     that holds the same block content twice, ``[1000, 1001, 1000, 1001]``, as a workload's
-    ``hash_ids`` may. Drawn from a stream of its own, so that the rest of a seed's scenario
-    is what it was before families could repeat."""
-    rng = random.Random(f"kvbatch:{profile.name}:{seed}:echo")
+    ``hash_ids`` may. Drawn from a stream of its own (``draws.sub("echo")``), so that the
+    rest of a seed's scenario is what it was before families could repeat."""
     return [rng.choice((0, 0, 0, 1, 2, 3)) for _ in range(families)]
 
 

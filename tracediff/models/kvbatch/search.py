@@ -1,4 +1,5 @@
-"""kvbatch search: shrink passes, the shrink order and the fuzz strategy."""
+"""kvbatch search: hand-written shrink passes and the shrink order (the draws of its
+generator give the rest: tracediff.search.draws)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import strategies as st
-
 from tracediff.model import Shrinking, ShrinkPass
-from tracediff.models.kvbatch.scenario import KVScenario, Request, blocks_for
+from tracediff.models.kvbatch.scenario import KVScenario, blocks_for
 
 
 def size_key(scenario: KVScenario, plans: int) -> tuple[int, ...]:
@@ -118,38 +117,3 @@ PASSES: tuple[ShrinkPass, ...] = (
     ("fewer running", _param("max_running", lambda s: 1)),
     ("fixed step time", _param("step_per_token", lambda s: 0)),
 )
-
-
-def fuzz_strategy(max_size: int) -> Any:
-    params = st.tuples(
-        st.sampled_from((2, 4)),
-        st.sampled_from((2, 4, 8, 16)),
-        st.integers(1, 4),
-        st.integers(0, 8),
-    )
-    item = st.tuples(
-        st.sampled_from((0, 0, 1000, 5000, 20000)),  # arrival gap (µs)
-        st.integers(1, 16),  # prompt
-        st.integers(1, 6),  # output
-        st.integers(0, 1),  # priority
-        st.integers(-1, 1),  # prefix family (-1: own hashes)
-        st.integers(0, 4),  # prefix blocks
-        st.sampled_from((0, 0, 1, 2)),  # the period its hashes repeat after (0: never)
-    )
-    items = st.lists(item, min_size=1, max_size=max(1, max_size))
-
-    def build(drawn: tuple[tuple[int, int, int, int], list[tuple[int, ...]]]) -> KVScenario:
-        (bs, budget, max_running, extra), rows = drawn
-        reqs, at = [], 0
-        for rid, (gap, prompt, output, priority, family, blocks, period) in enumerate(rows):
-            at += gap
-            length = min(blocks, prompt // bs)
-            base = (family + 1) * 1000 if family >= 0 else (rid + 1) * 100000
-            prefix = tuple(base + (i % period if period else i) for i in range(length))
-            reqs.append(Request(rid, at, prompt, output, priority, prefix))
-        biggest = max(blocks_for(r.prompt + r.output, bs) for r in reqs)
-        return KVScenario("fuzz", 0, block_size=bs, num_blocks=biggest + extra,
-                          token_budget=budget, max_running=max_running,
-                          requests=tuple(reqs))  # fmt: skip
-
-    return st.tuples(params, items).map(build)
