@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import select
 import shlex
@@ -636,39 +637,72 @@ Starter = Callable[[], ExternalProcess]
 
 class ProcessPool:
     """The processes of one implementation command in this process: taken for a scenario,
-    given back when its adapter is collected, kept across scenarios while they live."""
+    given back when its adapter is collected, kept across scenarios while they live.
+
+    An adapter is often collected late: a driver wrapper that refers to itself (a bound
+    method kept on the instance) lives until Python's cycle collector runs, and with it the
+    scenario's process. So before starting a process while some are still lent out,
+    :meth:`take` runs the collector, youngest generation first (a fraction of a
+    millisecond; a full collection some milliseconds), which hands back those whose
+    scenario is over: a process start is a tenth of a second or more."""
 
     def __init__(self, start: Starter) -> None:
         self._start = start
         self._pid = os.getpid()
         self._idle: list[ExternalProcess] = []
+        self._lent = 0  # taken and not given back yet (their adapters not collected)
+        self.started = 0  # processes this pool started in this process (probes included)
 
     def take(self) -> ExternalProcess:
         """An idle process ready for its next ``reset``, else a new one."""
         if os.getpid() != self._pid:  # inherited through fork: those are the parent's
-            self._pid, self._idle = os.getpid(), []
-        while self._idle:
-            process = self._idle.pop()
-            if process.alive and process.settle():
-                return process
-            process.kill()
-        return self._start()
+            self._pid, self._idle, self._lent, self.started = os.getpid(), [], 0, 0
+        for generation in (None, 0, 1, 2):
+            if generation is not None:
+                if not self._lent:
+                    break
+                gc.collect(generation)  # adapters of scenarios that are over give theirs back
+            while self._idle:
+                process = self._idle.pop()
+                if process.alive and process.settle():
+                    self._lent += 1
+                    return process
+                process.kill()
+        process = self._start()
+        self.started += 1
+        self._lent += 1
+        return process
 
     def give_back(self, process: ExternalProcess) -> None:
-        if os.getpid() == self._pid and process.alive:
+        if os.getpid() != self._pid:
+            return
+        self._lent = max(self._lent - 1, 0)
+        if process.alive:
             self._idle.append(process)
 
     def probe(self) -> ExternalProcess | None:
-        """Start one process now and stop it after its hello, so that a command that cannot
-        speak the protocol fails before a run starts; returns it (closed) for its hello, or
-        None when an idle one already answered. Stopped, not kept: the process that checks
-        is often the parent of workers that fork, and must not hold a process (and its
-        stderr thread) they would inherit."""
+        """Start one process now, so that a command that cannot speak the protocol fails
+        before a run starts; returns it for its hello, or None when an idle one already
+        answered. In a worker process the probed process is kept for the worker's first
+        scenario; elsewhere it is stopped after its hello: the process that checks is often
+        the parent of workers that fork, and must not hold a process (and its stderr
+        thread) they would inherit."""
         if any(process.alive for process in self._idle):
             return None
         try:
             process = self.take()
         except ExternalFault as exc:
             raise ImplementationError(str(exc).replace("\n", " | ")) from None
-        process.close()
+        if _in_worker():
+            self.give_back(process)
+        else:
+            self._lent = max(self._lent - 1, 0)
+            process.close()
         return process
+
+
+def _in_worker() -> bool:
+    """Whether this process is a worker (started by multiprocessing), which forks none."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
