@@ -135,6 +135,8 @@ ROWS: list[tuple[str, list[str], str]] = [
     ("selfcheck", ["selfcheck", "--json", ""], "--json: the path is empty"),
     ("selfcheck", ["selfcheck", "--profile", ""], "the profile name is empty"),
     # serve (refused before it takes stdout)
+    ("new-model", ["new-model", "Bad-Name"], "use lower-case letters"),
+    ("new-model", ["new-model"], "Missing argument 'NAME'"),
     ("serve", ["serve", "no-such-impl"], "unknown implementation 'no-such-impl'"),
     ("serve", ["serve", "exec:true"], "serves Python implementations, not exec: ones"),
     # coverage

@@ -153,6 +153,7 @@ COMMANDS = (
     "impls",
     "init",
     "models",
+    "new-model",
     "record",
     "replay",
     "run",
@@ -200,7 +201,7 @@ class TracediffGroup(_HelpGroup):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             # the module's decorator adds the command to this group
-            importlib.import_module(f"tracediff.cli.{cmd_name}")
+            importlib.import_module(f"tracediff.cli.{cmd_name.replace('-', '_')}")
         command = super().get_command(ctx, cmd_name)
         if command is None:
             target = model_commands().get(cmd_name)
