@@ -220,3 +220,102 @@ def test_the_hello_names_the_versions_that_decide_answers() -> None:
     found = packages("msgpack.fallback", "no_such_module_anywhere")
     assert found["msgpack"] == importlib.metadata.version("msgpack")
     assert {"python", "tracediff", "msgpack"} == set(found)
+
+
+def _shrunk(path: Path) -> tuple[Any, ...]:
+    result = json.loads(path.read_text())
+    return (result["evaluations"], result["before"], result["after"], result["regression"]["jobs"])
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_the_node_toy_through_shrink_golden_and_gate(tmp_path: Path) -> None:
+    """examples/node-toy under every command that runs implementations: ``golden check``
+    and ``gate`` pass for its reference as for the in-process one; its planted bug (ties by
+    arrival) is caught by both, and ``shrink`` makes of it exactly what it makes of the
+    Python optimized's (the same evaluations, the same shrunk scenario), in process or
+    served by ``tracediff serve``."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tracediff]\nmodel = "toy"\nimpls = ["reference", "fast"]\n'
+    )
+    node = f"node=exec:node {NODE_TOY}"
+    buggy = f"{node} ties-by-arrival"
+    assert td(tmp_path, "golden", "update").returncode == 0
+    assert td(tmp_path, "golden", "accept").returncode == 0
+    for impl in ("fast", node):
+        ok = td(tmp_path, "golden", "check", "--impl", impl)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert "matches all 20 digests" in ok.stdout
+    for impl in ("optimized", buggy):
+        bad = td(tmp_path, "golden", "check", "--impl", impl)
+        assert bad.returncode == 1, bad.stdout + bad.stderr
+        name = impl.partition("=")[0]
+        assert f"MISMATCH: {name} differs from {tmp_path / 'golden' / 'quick.json'} on 6 " in (
+            bad.stdout
+        )
+
+    shrunk = {}
+    for label, second in (
+        ("python", "optimized"),
+        ("served", f"opt=exec:{SERVE} optimized"),
+        ("node", buggy),
+    ):
+        done = td(
+            tmp_path, "shrink", "--seed", "1", "--impl", "reference", "--impl", second,
+            "--no-progress", "--json", f"{label}.json",
+        )  # fmt: skip
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "shrunk scenario: 3 jobs" in done.stdout
+        shrunk[label] = _shrunk(tmp_path / f"{label}.json")
+    assert shrunk["python"] == shrunk["served"] == shrunk["node"]
+
+    good = td(tmp_path, "gate", "--impl", "reference", "--impl", node)
+    assert good.returncode == 0, good.stdout + good.stderr
+    saved = td(tmp_path, "shrink", "--seed", "1", "--impl", "reference", "--impl", buggy, "--save")
+    assert saved.returncode == 1 and "saved " in saved.stdout, saved.stdout + saved.stderr
+    failing = td(tmp_path, "gate", "--impl", "reference", "--impl", buggy)
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    assert "regressions" in failing.stdout and "FAIL" in failing.stdout.upper()
+    passing = td(tmp_path, "gate", "--impl", "reference", "--impl", node)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert "1 scenario identical" in passing.stdout
+
+
+def test_serve_starts_without_the_command_line(tmp_path: Path) -> None:
+    """``tracediff serve`` (and ``python -m tracediff serve``) import neither click nor rich
+    nor Hypothesis: a server starts per worker and implementation. What it cannot serve is
+    still reported by the command line, one line and exit 2."""
+    from tracediff.process.server import serve_arguments
+
+    assert serve_arguments(["serve", "reference"]) == (None, "reference")
+    assert serve_arguments(["--model", "toy", "serve", "x:Y"]) == ("toy", "x:Y")
+    assert serve_arguments(["serve", "--model=toy", "serve"]) == ("toy", "serve")
+    assert serve_arguments(["serve", "reference", "--model", "toy"]) == ("toy", "reference")
+    for args in (
+        ["serve"],
+        ["serve", "-h"],
+        ["--debug", "serve", "a"],
+        ["run"],
+        ["serve", "a", "b"],
+    ):
+        assert serve_arguments(args) is None, args
+    (tmp_path / "seen.py").write_text(
+        "import sys\n"
+        "print('loaded:', sorted(m for m in ('click', 'rich', 'hypothesis') if m in sys.modules),"
+        " file=sys.stderr)\n"
+        "from toy_model import Reference as Impl\n"
+    )
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TOY), str(tmp_path)]))
+    environ.pop("TRACEDIFF_MODEL", None)
+    served = subprocess.run(
+        [sys.executable, "-m", "tracediff", "serve", "--model", "toy", "seen:Impl"],
+        cwd=tmp_path, env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert served.returncode == 0 and served.stdout == "", served.stdout + served.stderr
+    assert "loaded: []" in served.stderr
+    refused = td(tmp_path, "serve", "--model", "toy", "no_such_module:Impl")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "cannot import module 'no_such_module'" in refused.stderr
+    assert refused.stderr.count("tracediff: error:") == 1
+    unknown = td(tmp_path, "--model", "nope", "serve", "reference")
+    assert unknown.returncode == 2 and "unknown model 'nope'" in unknown.stderr

@@ -1,5 +1,5 @@
-"""``python -m tracediff``."""
+"""``python -m tracediff``: the console script's entry (tracediff.cli.entry)."""
 
-from tracediff.cli import main
+from tracediff.cli.entry import main
 
 main()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -261,7 +262,11 @@ def serve_impl(model: Any, spec: Any, out: int) -> int:
     (``serve_impl``), else the generic one."""
     from tracediff.project.impls import load
 
-    factory = load(spec)
+    return serve_factory(model, spec, load(spec), out)
+
+
+def serve_factory(model: Any, spec: Any, factory: Any, out: int) -> int:
+    """:func:`serve_impl` with the implementation's factory already loaded."""
     own = getattr(model, "serve_impl", None)
     if own is not None:
         return int(own(factory, spec.name, 0, out))
@@ -272,3 +277,86 @@ def serve_impl(model: Any, spec: Any, out: int) -> int:
     modules = (module, spec.target.partition(":")[0], *named)
     server = GenericServer(model, factory, spec.name, modules)
     return serve_loop(server, 0, out)
+
+
+# -- the quick start: ``tracediff serve`` without the command line ---------------------------
+def serve_arguments(args: list[str]) -> tuple[str | None, str] | None:
+    """``(model, impl)`` when ``args`` (the command line after the program) are a plain
+    ``[--model M] serve [--model M] IMPL`` (``--model`` anywhere, as the command line takes
+    it), else None: help, ``--debug``, anything else is the command line's."""
+    model: str | None = None
+    impl: str | None = None
+    command = False
+    items = iter(args)
+    for arg in items:
+        if arg == "--model":
+            model = next(items, None)
+            if model is None:
+                return None
+        elif arg.startswith("--model="):
+            model = arg.removeprefix("--model=")
+        elif not command and arg == "serve":
+            command = True
+        elif command and impl is None and not arg.startswith("-"):
+            impl = arg
+        else:
+            return None
+    if impl is None:
+        return None
+    return model, impl
+
+
+def quick_serve(args: list[str]) -> None:
+    """``tracediff serve`` started without importing the command line (click, rich, the
+    commands' options): a server is started once per worker and implementation, and what
+    it imports is start-up time of every run, shrink and gate over a process. Returns when
+    ``args`` are not a plain serve (:func:`serve_arguments`) or when something goes wrong
+    before the protocol starts: the command line then runs the same command and reports
+    the failure as it reports any (exit 2 naming the model or the implementation, exit 3
+    for a bug in tracediff). Exits with the server's status otherwise."""
+    parsed = serve_arguments(args)
+    if parsed is None:
+        return
+    name, impl = parsed
+    from tracediff.executor.call import real_interrupts
+
+    with real_interrupts():
+        try:
+            model, spec, out, factory = _prepare(name, impl)
+        except Exception:  # noqa: BLE001 - the command line runs it again and reports it
+            return
+        try:
+            status = serve_factory(model, spec, factory, out)
+        except KeyboardInterrupt as exc:  # Ctrl-C (Interrupted), or the implementation's
+            print("tracediff: error: interrupted", file=sys.stderr)
+            sys.exit(128 + int(getattr(exc, "signum", signal.SIGINT)))
+        except Exception as exc:  # noqa: BLE001 - as the command line's last line of defence
+            print(
+                f"tracediff: error: internal error: {type(exc).__name__}: {exc} (a bug in "
+                "tracediff; rerun with --debug for the traceback and report it)",
+                file=sys.stderr,
+            )
+            sys.exit(3)
+    sys.exit(status)
+
+
+def _prepare(name: str | None, impl: str) -> tuple[Any, Any, int, Any]:
+    """The model, the spec, the protocol's stdout and the loaded factory; on a failure,
+    stdout is given back before the exception goes on."""
+    from tracediff import model as models
+    from tracediff.project import MODEL_ENV, current_model
+    from tracediff.project.impls import load
+
+    if name is not None:
+        models.get(name)  # an unknown model: the command line says so, with the choices
+        os.environ[MODEL_ENV] = name  # as --model does: workers and resolutions see it
+    model = current_model()
+    spec = served_spec(impl)
+    out = protocol_stdout()
+    try:
+        return model, spec, out, load(spec)
+    except BaseException:
+        os.dup2(out, 1)
+        os.close(out)
+        sys.stdout = sys.__stdout__
+        raise
