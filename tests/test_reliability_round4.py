@@ -7,7 +7,11 @@ safety nets, the oracle is the exit code and the message).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -19,6 +23,7 @@ AZURE_ROW = "2023-11-16 18:17:03.9799600,4808,10\n"
 OWN_ROW = '{"arrival_us": 0, "input_tokens": 1, "output_tokens": 1}\n'
 DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -134,3 +139,75 @@ def test_an_exec_reply_time_in_bounds_is_used(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("TRACEDIFF_EXEC_REPLY_S", "2.5")
     assert parse_impl("fast=exec:true").target == "exec:true"
     assert external._reply_timeout() == 2.5
+
+
+# -- item 9: a trace's provenance is bounded wherever it is read or printed --------------------
+WAIT_S = 240  # a safety net: each command here takes seconds
+
+
+def tracediff(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+    env.pop("TRACEDIFF_MODEL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("provenance") / "small.trace"
+    done = tracediff("record", "--seed", "0", "-o", str(path), cwd=path.parent)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def _with_provenance(small: Path, path: Path, **extra: Any) -> Path:
+    from tracediff.trace import TraceReader, trace_bytes
+
+    reader = TraceReader(small)
+    payloads = [payload for _index, _offset, payload in reader.records()]
+    provenance = {**(reader.provenance or {}), **extra}
+    path.write_bytes(trace_bytes(reader.header_payload, payloads, provenance))
+    return path
+
+
+HUGE = {
+    "a 50 MB host": {"host": "h" * 50_000_000},
+    "a list of 50 MB": {"host": ["h" * 1000] * 50_000},
+    "a 50 MB key": {"k" * 50_000_000: "x"},
+    "200,000 keys": {f"key{i}": "v" for i in range(200_000)},
+}
+
+
+@pytest.mark.parametrize("case", HUGE)
+def test_show_of_a_trace_with_huge_provenance_is_bounded(
+    small_trace: Path, tmp_path: Path, case: str
+) -> None:
+    path = _with_provenance(small_trace, tmp_path / "huge.trace", **HUGE[case])
+    done = tracediff("show", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[:2000]
+    assert len(done.stdout) < 20_000, len(done.stdout)
+    assert "provenance: implementation" in done.stdout
+    assert "more characters cut" in done.stdout or "199,957 more keys not shown" in done.stdout
+
+
+def test_a_huge_model_or_implementation_name_in_provenance_is_bounded(
+    small_trace: Path, tmp_path: Path
+) -> None:
+    model = _with_provenance(small_trace, tmp_path / "model.trace", model="m" * 50_000_000)
+    shown = tracediff("show", str(model), cwd=tmp_path)
+    assert shown.returncode == 2, shown.stderr[:2000]
+    line = one_line(shown.stderr)
+    assert len(line) < 2_000 and "provenance: unknown model 'mmm" in line
+    assert "more characters cut" in line and "choose one of: kvbatch, specdec" in line
+    impl = _with_provenance(small_trace, tmp_path / "impl.trace", implementation="i" * 50_000_000)
+    diff = tracediff("diff", str(impl), str(small_trace), cwd=tmp_path)
+    assert diff.returncode == 0, diff.stderr[:2000]
+    assert len(diff.stdout) < 20_000, len(diff.stdout)
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracediff: error: "), stderr[:2000]
+    return lines[0]
