@@ -211,3 +211,68 @@ def one_line(stderr: str) -> str:
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("tracediff: error: "), stderr[:2000]
     return lines[0]
+
+
+# -- item 6: loops without end -----------------------------------------------------------------
+SAFETY = 1_000_000  # proposals a looping pass makes before the test gives up on the stop
+
+
+def _looping_pass(shrink: Any) -> None:
+    """A model's shrink pass that proposes the current best, already tried, without end
+    (a bounded count: the test's safety net, far past any stop)."""
+    for _ in range(SAFETY):
+        shrink.consider(shrink.best)
+    pytest.fail("the shrinker never stopped a pass that proposes only candidates already tried")
+
+
+@pytest.fixture
+def looping_kvbatch(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tracediff.models.kvbatch.model import MODEL
+    from tracediff.models.kvbatch.search import PASSES
+
+    monkeypatch.setattr(MODEL, "shrink_passes", lambda: (*PASSES, ("loops", _looping_pass)))
+    return MODEL
+
+
+BROKEN_KV = "tests.impls.kvbatch_broken:HitRepeatLeavesFreeTwice"
+
+
+def test_a_pass_proposing_only_tried_candidates_is_stopped_by_count(looping_kvbatch: Any) -> None:
+    from tracediff.project.impls import parse_impl
+    from tracediff.search.shrink import REPEATS, Shrinker, ShrinkOptions
+
+    scenario = looping_kvbatch.generate(looping_kvbatch.load_profile("quick"), 9)
+    specs = [parse_impl("reference"), parse_impl(BROKEN_KV)]
+    options = ShrinkOptions(max_evaluations=200, max_seconds=None)  # no clock at all
+    shrinker = Shrinker(scenario, specs, options=options)
+    result = shrinker.shrink()
+    assert result.stopped == REPEATS and result.failing
+    assert result.after[0] < result.before[0]  # the other passes' work is kept
+    assert "fix the model's shrink_passes" in result.stop_reason()
+
+
+def test_a_pass_proposing_only_tried_candidates_stops_at_max_seconds(
+    looping_kvbatch: Any,
+) -> None:
+    from tracediff.project.impls import parse_impl
+    from tracediff.search.shrink import TIME_CAP, Shrinker, ShrinkOptions
+
+    ticks = iter(range(10**9))  # a clock that moves a second per reading
+
+    scenario = looping_kvbatch.generate(looping_kvbatch.load_profile("quick"), 9)
+    specs = [parse_impl("reference"), parse_impl(BROKEN_KV)]
+    options = ShrinkOptions(max_seconds=500.0)
+    result = Shrinker(scenario, specs, options=options, clock=lambda: float(next(ticks))).shrink()
+    assert result.stopped == TIME_CAP and result.failing
+
+
+def test_shrink_with_a_looping_pass_ends_with_its_finding(
+    looping_kvbatch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRACEDIFF_MODEL", "kvbatch")
+    args = ["shrink", "--profile", "quick", "--seed", "9", "--impl", "reference",
+            "--impl", BROKEN_KV, "--budget", "100"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "the model's shrink passes proposed 5,000 candidates" in result.output
+    assert "shrunk scenario: 2 requests" in result.output
