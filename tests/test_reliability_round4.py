@@ -276,3 +276,46 @@ def test_shrink_with_a_looping_pass_ends_with_its_finding(
     assert result.exit_code == 1, result.output
     assert "the model's shrink passes proposed 5,000 candidates" in result.output
     assert "shrunk scenario: 2 requests" in result.output
+
+
+FIFO_COMMANDS = {
+    "run": ["run", "--seeds", "0"],
+    "record": ["record", "--seed", "0", "-o", "out.trace"],
+    "campaign": ["campaign", "--seeds", "0", "--out", "c", "--no-progress"],
+}
+
+
+@pytest.mark.parametrize("command", FIFO_COMMANDS)
+def test_a_workload_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, command: str) -> None:
+    fifo = tmp_path / "traffic.csv"
+    os.mkfifo(fifo)
+    done = tracediff(*FIFO_COMMANDS[command], "--workload", str(fifo), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_line(done.stderr)
+    assert f"{fifo}: is a named pipe (FIFO), not a workload file; save the requests" in line
+
+
+def test_a_workload_that_is_a_device_is_refused() -> None:
+    from tracediff.errors import WorkloadError
+    from tracediff.workload import open_workload
+
+    with pytest.raises(WorkloadError, match=r"^/dev/zero: is a character device, not a work"):
+        open_workload("/dev/zero")
+
+
+OUTPUTS = {
+    "run --json": ["run", "--seeds", "0", "--json"],
+    "record -o": ["record", "--seed", "0", "-o"],
+}
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_an_output_fifo_that_no_process_reads_is_refused_not_waited_on(
+    tmp_path: Path, output: str
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    done = tracediff(*OUTPUTS[output], str(fifo), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_line(done.stderr)
+    assert f"{fifo}: is a named pipe (FIFO) that no process reads; start its reader" in line

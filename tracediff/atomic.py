@@ -27,6 +27,7 @@ than at the end of a run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -130,10 +131,17 @@ def _written_through(shown: Path, device: Path | None, number: int) -> Iterator[
     temporary file, no rename, no fsync (which devices and pipes refuse)."""
     try:
         if device is not None:
-            fd = os.open(device, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            # not blocking: opening a FIFO that no process reads would wait for one forever
+            fd = os.open(device, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            os.set_blocking(fd, True)
         else:
             fd = os.dup(number)
     except OSError as exc:
+        if exc.errno == errno.ENXIO and device is not None:
+            raise OutputError(
+                f"{shown}: is a named pipe (FIFO) that no process reads; start its reader "
+                "first (e.g. cat), or give a file name"
+            ) from None
         raise OutputError(f"{shown}: cannot be written: {_reason(exc)}") from None
     # unbuffered: an error (ENOSPC from /dev/full) is raised by the write that meets it,
     # not again by the close
