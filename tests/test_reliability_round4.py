@@ -7,7 +7,9 @@ safety nets, the oracle is the exit code and the message).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -319,3 +321,99 @@ def test_an_output_fifo_that_no_process_reads_is_refused_not_waited_on(
     assert done.returncode == 2, done.stdout + done.stderr
     line = one_line(done.stderr)
     assert f"{fifo}: is a named pipe (FIFO) that no process reads; start its reader" in line
+
+
+# -- item 5: a full disk is exit 2 naming the file ---------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A tmpfs of ``size`` KiB mounted in the test's directory (skipped where mounting is not
+    allowed), with all but ``free`` KiB of it taken."""
+    mounted: list[Path] = []
+
+    def make(size: int = 64, free: int = 0) -> Path:
+        where = tmp_path / f"disk{len(mounted)}"
+        where.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}k", "tmpfs", str(where)],
+            capture_output=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode()[:200]}")
+        mounted.append(where)
+        if size - free > 0:
+            with (where / "filler").open("wb") as filler:
+                with contextlib.suppress(OSError):
+                    filler.write(b"\0" * ((size - free) * 1024))
+        return where
+
+    yield make
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+
+
+def test_golden_update_on_a_full_disk_is_exit_2_naming_the_file(small_disk: Any) -> None:
+    disk = small_disk(size=16, free=0)
+    golden = disk / "g"
+    golden.mkdir()
+    done = tracediff("golden", "update", "--golden-dir", str(golden), cwd=disk)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_line(done.stderr)
+    assert f"{golden}/traces/quick-" in line and ".trace.new: cannot be written: No space" in line
+    assert "nothing was made pending" in line
+    assert not list(golden.rglob("*.new"))  # no half of an update left pending
+
+
+def test_a_campaign_store_filling_the_disk_is_exit_2_and_keeps_its_results(
+    small_disk: Any,
+) -> None:
+    disk = small_disk(size=160, free=160)
+    out = disk / "c"
+    args = ("campaign", "--seeds", "0..1000000", "-j", "1", "--no-progress", "--out", str(out))
+    done = tracediff(*args, cwd=disk)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    line = one_line(done.stderr)
+    assert f"{out}/campaign.sqlite: cannot be written: no space left" in line
+    assert "the results committed so far are kept" in line
+    kept = disk.parent / "kept"
+    shutil.copytree(out, kept)  # its report is written beside it: not on the full disk
+    report = tracediff("campaign", "report", str(kept), cwd=disk.parent)
+    assert report.returncode == 0, report.stderr
+    assert "identical:" in report.stdout and "identical: 0 " not in report.stdout
+
+
+@pytest.mark.parametrize("command", ["record", "shrink --save"])
+def test_record_and_shrink_save_on_a_full_disk_name_the_file(small_disk: Any, command: str) -> None:
+    disk = small_disk(size=16, free=0)
+    if command == "record":
+        target = disk / "x.trace"
+        args: tuple[str, ...] = ("record", "--seed", "9", "-o", str(target))
+    else:
+        target = disk / "quick-9-bookkeeping-plan-free.json"
+        args = ("--model", "kvbatch", "shrink", "--profile", "quick", "--seed", "9", "--impl",
+                "reference", "--impl", BROKEN_KV, "--save", "--regressions", str(disk))  # fmt: skip
+    done = tracediff(*args, cwd=disk)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    assert f"{target}: cannot be written: No space left on device" in one_line(done.stderr)
+    assert not target.exists() and not list(disk.glob(".*.tmp"))
+
+
+def test_a_file_size_limit_names_the_file(tmp_path: Path) -> None:
+    """``ulimit -f``: a write past it fails with EFBIG (Python ignores SIGXFSZ)."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TRACEDIFF_MODEL", None)
+    for args, target in (
+        (["run", "--seeds", "0..20", "--json", "s.json"], "s.json"),
+        (["record", "--seed", "9", "-o", "x.trace"], "x.trace"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "tracediff", *args], cwd=tmp_path, env=env,
+            preexec_fn=limited, capture_output=True, text=True, timeout=WAIT_S, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+        assert f"{target}: cannot be written: File too large" in one_line(done.stderr)
+        assert not (tmp_path / target).exists()

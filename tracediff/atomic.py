@@ -103,7 +103,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     except OSError as exc:
         raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
     try:
-        with os.fdopen(fd, "wb") as handle:
+        handle = os.fdopen(fd, "wb")
+        try:
             try:
                 yield handle
             except OSError as exc:
@@ -115,8 +116,15 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
                 handle.flush()
                 os.fchmod(handle.fileno(), _final_mode(target))
                 os.fsync(handle.fileno())
+                handle.close()
             except OSError as exc:
                 raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
+        finally:
+            if not handle.closed:
+                # after a failure: the buffer cannot be written either (a full disk), and
+                # the error that says so, naming the file, is the one already raised
+                with contextlib.suppress(OSError):
+                    handle.close()
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
