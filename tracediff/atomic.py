@@ -27,6 +27,7 @@ than at the end of a run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -102,7 +103,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     except OSError as exc:
         raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
     try:
-        with os.fdopen(fd, "wb") as handle:
+        handle = os.fdopen(fd, "wb")
+        try:
             try:
                 yield handle
             except OSError as exc:
@@ -114,8 +116,15 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
                 handle.flush()
                 os.fchmod(handle.fileno(), _final_mode(target))
                 os.fsync(handle.fileno())
+                handle.close()
             except OSError as exc:
                 raise OutputError(f"{target}: cannot be written: {_reason(exc)}") from None
+        finally:
+            if not handle.closed:
+                # after a failure: the buffer cannot be written either (a full disk), and
+                # the error that says so, naming the file, is the one already raised
+                with contextlib.suppress(OSError):
+                    handle.close()
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -130,10 +139,17 @@ def _written_through(shown: Path, device: Path | None, number: int) -> Iterator[
     temporary file, no rename, no fsync (which devices and pipes refuse)."""
     try:
         if device is not None:
-            fd = os.open(device, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            # not blocking: opening a FIFO that no process reads would wait for one forever
+            fd = os.open(device, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            os.set_blocking(fd, True)
         else:
             fd = os.dup(number)
     except OSError as exc:
+        if exc.errno == errno.ENXIO and device is not None:
+            raise OutputError(
+                f"{shown}: is a named pipe (FIFO) that no process reads; start its reader "
+                "first (e.g. cat), or give a file name"
+            ) from None
         raise OutputError(f"{shown}: cannot be written: {_reason(exc)}") from None
     # unbuffered: an error (ENOSPC from /dev/full) is raised by the write that meets it,
     # not again by the close

@@ -61,6 +61,7 @@ class WorkloadError(TracediffError):
         super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
         self.path = path
         self.line = line
+        self.message = message
 
 
 class TraceFormatError(TracediffError):

@@ -65,6 +65,27 @@ def damaged(path: Path, reason: object) -> TraceFormatError:
     )
 
 
+def unwritable(path: Path, exc: sqlite3.DatabaseError) -> OutputError | None:
+    """The error (exit 2) of a store that cannot be written (a full disk or quota, a file
+    size limit, an I/O error), else None: its results committed so far are kept."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or (code & 0xFF) not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+        return None
+    why = "no space left (the disk, a quota or a file size limit)"
+    if code & 0xFF == sqlite3.SQLITE_IOERR:
+        why = f"an I/O error ({exc})"
+    return OutputError(
+        f"{path}: cannot be written: {why}; the results committed so far are kept: free "
+        "space and rerun the same command to resume (or give another --out)"
+    )
+
+
+def store_error(path: Path, exc: sqlite3.DatabaseError) -> OutputError | TraceFormatError:
+    """What a DatabaseError of the store at ``path`` means: it cannot be written, or its
+    content is not what tracediff wrote (both exit 2)."""
+    return unwritable(path, exc) or damaged(path, exc)
+
+
 STATUSES = tuple(Status)  # the one vocabulary of scenario outcomes
 
 
@@ -194,13 +215,13 @@ class CampaignStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise damaged(path, exc) from None
+            raise store_error(path, exc) from None
         store = cls(path, db)
         try:
             store._check(identity)
         except sqlite3.DatabaseError as exc:
             store._db.close()
-            raise damaged(path, exc) from None
+            raise store_error(path, exc) from None
         return store
 
     def _check(self, identity: dict[str, Any] | None) -> None:
@@ -259,7 +280,7 @@ class CampaignStore:
 
     def add(self, row: Row) -> bool:
         """Insert a row; False when its seed was already there (nothing counted twice)."""
-        cursor = self._db.execute(
+        cursor = self.execute(
             "INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row.seed,
@@ -284,15 +305,29 @@ class CampaignStore:
 
     def execute(self, sql: str, parameters: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         """A statement on the store's connection (for tables of other campaign kinds)."""
-        return self._db.execute(sql, parameters)
+        try:
+            return self._db.execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            raise self._unwritable(exc) from None
 
     def executescript(self, sql: str) -> None:
-        self._db.executescript(sql)
+        try:
+            self._db.executescript(sql)
+        except sqlite3.DatabaseError as exc:
+            raise self._unwritable(exc) from None
 
     def commit(self) -> None:
-        self._db.commit()
+        try:
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise self._unwritable(exc) from None
         self._pending = 0
         self._last_commit = time.monotonic()
+
+    def _unwritable(self, exc: sqlite3.DatabaseError) -> Exception:
+        """A write's failure: OutputError (exit 2, naming the store) when it cannot be
+        written, else the error itself (a damaged store is reported where it is read)."""
+        return unwritable(self.path, exc) or exc
 
     def rows(self, *, findings_only: bool = False) -> Iterator[Row]:
         """Every row in seed order (streamed: a million rows are not held at once)."""
@@ -314,7 +349,7 @@ class CampaignStore:
 
     def close(self) -> None:
         try:
-            self._db.commit()
+            self.commit()
         finally:
             self._db.close()
 

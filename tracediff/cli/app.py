@@ -11,6 +11,7 @@ are one line too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import inspect
 import io
@@ -260,7 +261,7 @@ class TracediffGroup(_HelpGroup):
         except OSError as exc:
             if _debug(ctx):
                 raise
-            _fail(_one_line(f"{_where(exc)}{exc.strerror or exc}"), EXIT_USAGE)
+            _fail(_one_line(f"{_where(exc)}{exc.strerror or exc}{_unnamed(exc)}"), EXIT_USAGE)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 3
             _blame_model(ctx, exc)  # a model's own code: exit 2, naming it
             if _debug(ctx):
@@ -339,6 +340,20 @@ def _load_command(target: str) -> click.Command:
 
 def _where(exc: OSError) -> str:
     return f"{exc.filename}: " if exc.filename else ""
+
+
+def _unnamed(exc: OSError) -> str:
+    """What to check when a write failed for want of space and the system named no file
+    (every file tracediff writes is named in its errors: this is one of its temporary files,
+    e.g. the shared memory of its worker processes)."""
+    if exc.filename or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return ""
+    import tempfile
+
+    return (
+        f" (a temporary file of tracediff's, in {tempfile.gettempdir()} or /dev/shm: check "
+        "the free space there and the file size limit, ulimit -f)"
+    )
 
 
 def stdout_gone() -> bool:

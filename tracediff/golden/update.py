@@ -12,7 +12,7 @@ from typing import Any
 
 from tracediff import __version__
 from tracediff import model as models
-from tracediff.errors import SchedulerFault, UsageError
+from tracediff.errors import OutputError, SchedulerFault, UsageError
 from tracediff.executor import (
     DONE,
     Executor,
@@ -169,10 +169,15 @@ class TraceWork:
     path: str
 
 
-def _write_trace_task(work: TraceWork, _progress: Any, _notify: Notify) -> str:
+def _write_trace_task(work: TraceWork, _progress: Any, _notify: Notify) -> str | OutputError:
+    """The trace's path, or the OutputError of a file that could not be written (a full
+    disk: the file's fault, not the implementation's, so handed back as a value)."""
     from tracediff.running.runner import write_trace
 
-    return write_trace(work.scenario, work.spec, str(Path(work.path).parent), work.path)
+    try:
+        return write_trace(work.scenario, work.spec, str(Path(work.path).parent), work.path)
+    except OutputError as exc:
+        return exc
 
 
 def _update(
@@ -234,11 +239,24 @@ def _update(
         TraceWork(by_seed[seed], spec, str(pending_file(trace_path(target, name, seed))))
         for seed in stale_traces
     ]
-    for outcome, trace in zip(executor.map(_write_trace_task, work), work, strict=True):
-        if outcome.kind != DONE:
-            raise SchedulerFault(f"{spec.name}: cannot write {trace.path}: {outcome.failure()}")
-        written.append(trace.path)
-    write_text_atomic(pending_manifest, manifest.dumps())
+    try:
+        for outcome, trace in zip(executor.map(_write_trace_task, work), work, strict=True):
+            if outcome.kind != DONE:
+                raise SchedulerFault(f"{spec.name}: cannot write {trace.path}: {outcome.failure()}")
+            if isinstance(outcome.value, OutputError):
+                raise outcome.value
+            written.append(trace.path)
+        write_text_atomic(pending_manifest, manifest.dumps())
+    except OutputError as exc:
+        # a full disk is the file's fault, not the implementation's: exit 2 naming it, and
+        # no half of an update left pending
+        for path in written:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise OutputError(
+            f"{exc}; nothing was made pending and the accepted golden files are as they were: "
+            "free space and run golden update again"
+        ) from None
     written.insert(0, str(pending_manifest))
     change = review_one(name, golden_dir=golden_dir, artifacts=artifacts)
     return UpdateOutcome(

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tracediff.model import DECISION
+from tracediff.trace import provenance
 from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
 
@@ -58,7 +59,6 @@ def trace_summary_renderable(path: str, reader: Any) -> Table:
         else:
             table.add_row("clock at the end", f"{last_now:,}")
     table.add_row("body digest", reader.verify())
-    provenance = reader.provenance or {}
-    for key in sorted(provenance, key=str):
-        table.add_row(escape(f"provenance: {key}"), escape(str(provenance[key])))
+    for key, value in provenance.rows(reader.provenance):  # bounded: the file's writer chose
+        table.add_row(escape(f"provenance: {key}"), escape(value))
     return table

@@ -69,7 +69,7 @@ from tracediff.project.impls import ImplSpec, load
 from tracediff.running import record as record_module
 from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
 from tracediff.running.state import first_state_difference
-from tracediff.trace import TraceReader, decode, encode
+from tracediff.trace import TraceReader, decode, encode, provenance
 from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
 MAX_EVENTS = 32  # the previous plan and the events since, kept (beyond K) for context
@@ -740,7 +740,7 @@ def _file_name(reader: TraceReader, other: TraceReader) -> str:
     mine = (reader.provenance or {}).get("implementation")
     theirs = (other.provenance or {}).get("implementation")
     if isinstance(mine, str) and mine and mine != theirs:
-        return mine
+        return provenance.text(mine, 80)  # a column title: the file's writer chose it
     return Path(reader.name).name
 
 

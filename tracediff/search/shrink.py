@@ -101,6 +101,11 @@ DEFAULT_MAX_SECONDS = 3600.0
 MINIMUM = "minimum"  # a whole round of passes accepted nothing: 1-minimal w.r.t. the passes
 BUDGET = "evaluation budget"  # deterministic: the same stop on any machine
 TIME_CAP = "time cap"  # the wall-clock safety cap: the repro depends on the machine's speed
+REPEATS = "repeated candidates"  # the passes kept proposing candidates already tried
+# Candidates a pass may propose that are not run (already tried, the current best, or
+# invalid), per candidate of the budget: they cost no run, but a pass that proposes only
+# those would never end. The passes of tests/impls' shrinks stay far below it.
+REPEATS_PER_EVALUATION = 50
 
 
 @dataclass(frozen=True)
@@ -265,7 +270,7 @@ class ShrinkResult:
     attempts: int  # candidate evaluations used (the original's run not counted)
     improvements: int
     seconds: float  # reported, never decided on
-    stopped: str = MINIMUM  # MINIMUM, BUDGET or TIME_CAP
+    stopped: str = MINIMUM  # MINIMUM, BUDGET, TIME_CAP or REPEATS
     options: ShrinkOptions = DEFAULTS
 
     @property
@@ -290,6 +295,13 @@ class ShrinkResult:
                 f"stopped at the evaluation budget ({self.options.max_evaluations} candidates), "
                 "not at a minimum: a larger --budget may shrink it further (the same repro on "
                 "any machine)"
+            )
+        if self.stopped == REPEATS:
+            return (
+                f"stopped after {self.attempts} evaluations: the model's shrink passes proposed "
+                f"{self.options.max_evaluations * REPEATS_PER_EVALUATION:,} candidates that "
+                "were already tried, the current best or invalid (a pass that does not end: "
+                "fix the model's shrink_passes); the scenario shrunk so far is kept"
             )
         return (
             f"stopped by the wall-clock safety cap ({self.options.max_seconds:g} s) after "
@@ -316,7 +328,8 @@ class ShrinkResult:
 
 
 class _Stop(Exception):
-    """The budget or the safety cap ends the search; ``reason`` is BUDGET or TIME_CAP."""
+    """The budget, the safety cap or the passes' repeats end the search; ``reason`` is
+    BUDGET, TIME_CAP or REPEATS."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -350,6 +363,7 @@ class Shrinker:
         self.clock = clock
         self.started = clock()
         self.attempts = 0
+        self.proposals = 0  # candidates the passes proposed, run or not
         self.improvements = 0
         self.seen: set[str] = set()
         self.pass_name = "start"
@@ -427,7 +441,10 @@ class Shrinker:
 
         Only a run counts against the budget: an invalid candidate, or one already tried
         (its answer cannot have changed: runs are deterministic and the best only gets
-        smaller), costs nothing."""
+        smaller), costs no evaluation; but every proposal counts towards the stops (the
+        clock, and ``REPEATS_PER_EVALUATION`` unrun ones per evaluation of the budget), so
+        that a pass proposing only candidates already tried cannot run forever."""
+        self._proposed()
         try:
             self.model.validate(candidate)
         except ScenarioError:
@@ -437,9 +454,6 @@ class Shrinker:
             return False
         if self.attempts >= self.options.max_evaluations:
             raise _Stop(BUDGET)
-        cap = self.options.max_seconds
-        if cap is not None and self.clock() - self.started >= cap:
-            raise _Stop(TIME_CAP)
         self.seen.add(canonical)
         self.attempts += 1
         result = self._run(candidate, self.run_timeout)
@@ -464,8 +478,19 @@ class Shrinker:
         """True when ``candidate`` is the current best or becomes it: the predicate for
         ``find_integer`` and ``minimize_int``, which may re-probe a value that worked."""
         if _canonical(candidate) == _canonical(self.best):
+            self._proposed()
             return True
         return self.consider(candidate)
+
+    def _proposed(self) -> None:
+        """Count one proposal; _Stop at the wall-clock cap, or when the proposals not run
+        outnumber the budget's evaluations ``REPEATS_PER_EVALUATION`` times."""
+        self.proposals += 1
+        cap = self.options.max_seconds
+        if cap is not None and self.clock() - self.started >= cap:
+            raise _Stop(TIME_CAP)
+        if self.proposals - self.attempts > self.options.max_evaluations * REPEATS_PER_EVALUATION:
+            raise _Stop(REPEATS)
 
     def delete_runs(
         self,

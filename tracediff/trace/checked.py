@@ -16,6 +16,7 @@ from typing import Any
 from tracediff import model as models
 from tracediff.errors import TraceFormatError
 from tracediff.model import DecisionModel
+from tracediff.trace import provenance
 from tracediff.trace.codec import decode
 
 MODEL_KEY = "model"  # in the provenance frame
@@ -26,10 +27,11 @@ def trace_model(reader: Any) -> DecisionModel:
     named = (reader.provenance or {}).get(MODEL_KEY)
     if named is not None and not isinstance(named, str):
         raise TraceFormatError(reader.name, f"provenance: model is {type(named).__name__}")
-    try:
-        return models.get(named)
+    try:  # the name bounded: no model's is 200 characters, and the refusal says it
+        return models.get(None if named is None else provenance.text(named))
     except Exception as exc:  # noqa: BLE001 - an unknown or broken model: say which file
-        raise TraceFormatError(reader.name, f"provenance: {exc}") from None
+        why = provenance.text(str(exc), 1000)
+        raise TraceFormatError(reader.name, f"provenance: {why}") from None
 
 
 def trace_checker(reader: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,9 +49,9 @@ class Workload:
         skip = start % INDEX_EVERY
         found: list[TraceRequest] = []
         try:
-            stream = open(self.path, "rb")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise _changed(self.path, exc.strerror or str(exc)) from None
+            stream = _open_regular(self.path)
+        except WorkloadError as exc:
+            raise _changed(self.path, exc.message) from None
         with stream:
             seen = self._same(stream)
             stream.seek(0)
@@ -112,10 +113,7 @@ def open_workload(path: str | os.PathLike[str]) -> Workload:
     from tracediff.filenames import component
 
     shown = os.fspath(path)
-    try:
-        stream = open(shown, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise WorkloadError(shown, None, f"cannot read the workload: {exc.strerror}") from None
+    stream = _open_regular(shown)
     digest = hashlib.sha256()
     index: list[tuple[int, int]] = []
     count = 0
@@ -148,6 +146,37 @@ def open_workload(path: str | os.PathLike[str]) -> Workload:
         count=count,
         index=tuple(index),
     )
+
+
+def _open_regular(path: str) -> BinaryIO:
+    """``path`` opened for reading; WorkloadError unless it is a regular file. Opened
+    without blocking, so a named pipe (FIFO) is refused rather than waited on for a writer
+    that never comes; a device or socket has no end or no identity to hash."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise WorkloadError(path, None, f"cannot read the workload: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else _SPECIAL.get(stat.S_IFMT(mode), "")
+            raise WorkloadError(
+                path, None, f"is {what or 'not a regular file'}, not a workload file; "
+                "save the requests to a file first"
+            )  # fmt: skip
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+_SPECIAL = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def _format(path: str, first: bytes) -> Format:
