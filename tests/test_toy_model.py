@@ -292,3 +292,37 @@ def test_the_projects_profile_files_reach_a_users_model(
     header = json.loads(td(project, "show", "k.trace", "--jsonl").stdout.splitlines()[0])
     origin = header["scenario"]["workload"]
     assert origin["name"] == "azure_code" and origin["length"] == 6
+
+
+def test_the_example_package_installs_and_registers_the_model(tmp_path: Path) -> None:
+    """examples/toy-model is the model as a user ships one: its wheel holds the module the
+    tests load and the entry point, and installed (here with --target, built from a copy so
+    that the checkout gets no build/) it is a registered model with no PYTHONPATH trick."""
+    import shutil
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "toy-model"
+    copy = tmp_path / "src"
+    shutil.copytree(example, copy, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), "."],
+        cwd=copy, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("toy_model-0.1-*.whl")
+    site = tmp_path / "site"
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert (site / "toy_model.py").read_bytes() == (TOY / "toy_model.py").read_bytes()
+    env = dict(os.environ, PYTHONPATH=str(site), COLUMNS="200")
+    env.pop("TRACEDIFF_MODEL", None)
+    project = tmp_path / "project"
+    project.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "tracediff", "--model", "toy", "models", "--json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert rows["toy"]["in_effect"] and rows["toy"]["impls"] == "reference, fast, optimized"
