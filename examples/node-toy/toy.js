@@ -1,4 +1,4 @@
-// The toy model's reference (tests/toymodel/toy_model.py) in JavaScript, over the generic
+// The toy model's reference (examples/toy-model/toy_model.py) in JavaScript, over the generic
 // layout: `--impl 'exec:node examples/node-toy/toy.js'` under `model = "toy"`.
 // `node toy.js ties-by-arrival` plants the toy optimized's bug (ties to the earlier arrival).
 "use strict";
