@@ -114,6 +114,24 @@ def test_coverage_exits_1_naming_a_required_clause_that_never_decided(tmp_path: 
     assert not UNREACHABLE & set(missing)  # proved unreachable: never required
 
 
+def test_coverage_min_asks_each_clause_to_decide_in_that_many_scenarios(tmp_path: Path) -> None:
+    """--min N: a clause that decided in fewer than N scenarios is missing too, named with
+    its count (CI's gate asks 3)."""
+    out = tmp_path / "cov.json"
+    args = ["coverage", "--profile", "quick", "--seeds", "0..2", "-j", "1", "--json", str(out)]
+    once = CliRunner().invoke(main, [*args, "--min", "1"])
+    twice = CliRunner().invoke(main, [*args, "--min", "3"])
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["min_scenarios"] == 3
+    thin = [c for c in report["clauses"] if c["required"] and 0 < c["scenarios"] < 3]
+    assert thin, "seeds 0..2 decide some clause in one or two scenarios only"
+    assert twice.exit_code == 1 and thin[0]["name"] in report["missing"]
+    verdict = twice.output[twice.output.index("MISSING") :]
+    assert "fewer than 3 scenarios" in verdict
+    assert f"{thin[0]['name']} ({thin[0]['scenarios']})" in " ".join(verdict.split())
+    assert once.exit_code in (0, 1) and thin[0]["name"] not in once.output.split("MISSING")[-1]
+
+
 def test_the_clause_table_renders_at_a_fixed_width_with_the_proofs() -> None:
     report = coverage(QUICK, (0,))
     proved = {c.name for c in CLAUSES if not c.required}

@@ -136,13 +136,14 @@ def test_golden_digests_of_the_toy_are_written_checked_and_gated(project: Path) 
 
 
 def test_coverage_counts_the_toy_features_and_clauses(project: Path) -> None:
-    done = td(project, "coverage", "--json", "c.json")
+    done = td(project, "coverage", "--json", "c.json", "--min", "3")
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((project / "c.json").read_text())
     features = {f["name"]: f["scenarios"] for f in report["features"]}
     clauses = {c["name"]: c["scenarios"] for c in report["clauses"]}
     assert set(features) == {"queue", "tie"} and set(clauses) == {"shortest", "lowest-id"}
-    assert all(count > 0 for count in (*features.values(), *clauses.values()))
+    assert all(count >= 3 for count in (*features.values(), *clauses.values()))
+    assert report["min_scenarios"] == 3 and report["missing"] == []
 
 
 def test_a_campaign_and_fuzz_find_the_divergence(project: Path) -> None:

@@ -68,13 +68,18 @@ class CoverageReport:
     clauses: tuple[ClauseCoverage, ...] = ()  # rule clauses; empty when not measured
     # seeds that could not be measured (the implementation failed, its worker died), why
     failures: tuple[tuple[int, str], ...] = ()
+    # the scenarios each required feature and clause must be exercised in (coverage --min):
+    # one is presence; three is what a gate asks, so that no bug in a clause is caught by
+    # one scenario only, one generator change away from being missed
+    min_scenarios: int = 1
 
     @property
     def missing(self) -> tuple[str, ...]:
-        """Required features no scenario exercised and required clauses that never decided:
-        each is a finding against the profile."""
+        """Required features and clauses exercised in fewer than ``min_scenarios`` scenarios
+        (never, by default): each is a finding against the profile."""
+        least = max(1, self.min_scenarios)
         return tuple(
-            f.name for f in (*self.features, *self.clauses) if f.required and f.scenarios == 0
+            f.name for f in (*self.features, *self.clauses) if f.required and f.scenarios < least
         )
 
     @property
@@ -268,6 +273,7 @@ def coverage_to_dict(report: CoverageReport, model: DecisionModel | None = None)
         "scenarios": len(report.scenarios),
         "plans": report.plans,
         "wall_seconds": round(report.wall_seconds, 3),
+        "min_scenarios": report.min_scenarios,
         "missing": list(report.missing),
         "failures": [{"seed": seed, "message": why} for seed, why in report.failures],
         "features": [

@@ -3,6 +3,7 @@ exercised it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -35,6 +36,15 @@ from tracediff.project import current_model
 @json_file_option("Also write the report as JSON to this file (per feature and per scenario).")
 @executor_option
 @click.option("--no-progress", is_flag=True, help="No periodic progress line when stderr is a log.")
+@click.option(
+    "--min",
+    "min_scenarios",
+    type=click.IntRange(1, 1_000_000),
+    default=1,
+    show_default=True,
+    help="Scenarios each required feature and rule clause must be exercised in; CI's gate "
+    "asks 3, so that no clause is checked by one scenario only.",
+)
 def coverage(
     profile_name: str | None,
     seeds: tuple[int, ...] | None,
@@ -42,13 +52,14 @@ def coverage(
     json_path: str | None,
     executor_text: str,
     no_progress: bool,
+    min_scenarios: int,
 ) -> None:
     """Per feature of the model's rules, how many scenarios and plans of a profile exercised it.
 
-    Drives the reference over the seed set. Exits 1 when some required feature is exercised
-    by no scenario (the profile cannot catch a divergence there) or some seed could not be
-    measured (the reference failed on it), 0 otherwise; rows marked (info) are reported but
-    do not decide the exit code.
+    Drives the reference over the seed set. Exits 1 when some required feature or clause is
+    exercised by fewer than --min scenarios (by none, by default: the profile cannot catch a
+    divergence there) or some seed could not be measured (the reference failed on it), 0
+    otherwise; rows marked (info) are reported but do not decide the exit code.
     """
     from tracediff.campaign.clauses import coverage as measure
     from tracediff.campaign.clauses import coverage_to_dict
@@ -77,6 +88,7 @@ def coverage(
             counter.done += 1
 
         report = measure(profile, chosen, executor=executor, on_result=measured)
+    report = dataclasses.replace(report, min_scenarios=min_scenarios)
     make_console().print(coverage_renderable(report))
     for seed, why in report.failures[:20]:
         click.echo(f"tracediff: coverage: seed {seed} not measured: {why}", err=True)

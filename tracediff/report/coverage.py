@@ -30,7 +30,7 @@ def coverage_renderable(report: CoverageReport) -> RenderableType:
         style = None
         if not feature.required:
             style = "dim"
-        elif feature.scenarios == 0:
+        elif feature.scenarios < max(1, report.min_scenarios):
             style = "bold red"
         name = feature.name if feature.required else f"{feature.name} (info)"
         table.add_row(name, f"{feature.scenarios:,}", share, f"{feature.plans:,}", style=style)
@@ -58,7 +58,7 @@ def clause_table(report: CoverageReport) -> Table:
         if not row.required:
             style = "dim"
             name = f"{row.name} (never: see {row.spec}#{row.proof})"
-        elif row.scenarios == 0:
+        elif row.scenarios < max(1, report.min_scenarios):
             style = "bold red"
         table.add_row(name, row.rule, f"{row.scenarios:,}", share, f"{row.plans:,}", style=style)
     return table
@@ -69,10 +69,19 @@ def verdict_text(report: CoverageReport) -> Text:
         return Text(
             "complete: every feature exercised"
             + (" and every required rule clause decided" if report.clauses else "")
+            + (f" in at least {report.min_scenarios} scenarios" if report.min_scenarios > 1 else "")  # noqa: E501
             + f" by profile {report.profile}",
             style="bold green",
         )
+    if report.min_scenarios <= 1:
+        return Text(
+            f"MISSING: profile {report.profile} never exercises {', '.join(report.missing)}",
+            style="bold red",
+        )
+    counts = {f.name: f.scenarios for f in (*report.features, *report.clauses)}
+    thin = ", ".join(f"{name} ({counts.get(name, 0)})" for name in report.missing)
     return Text(
-        f"MISSING: profile {report.profile} never exercises {', '.join(report.missing)}",
+        f"MISSING: profile {report.profile} exercises in fewer than {report.min_scenarios} "
+        f"scenarios: {thin}",
         style="bold red",
     )
