@@ -249,3 +249,9 @@ def fuzz_strategy(model: Any, profile: Any, max_size: int) -> Any:
         return scenario
 
     return scenarios().filter(lambda s: model.size(s) <= max(1, max_size))
+
+
+def drawn_of(model: Any, scenario: Any) -> Drawn | None:
+    """How ``scenario`` was drawn (remembered, or regenerated from its profile and seed), or
+    None when it was not drawn through ``model``'s generator."""
+    return _drawn_of(model, scenario)

@@ -57,10 +57,14 @@ costs the whole timeout per candidate, so give such a shrink a short ``--timeout
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import itertools
 import json
+import math
+import random
 import re
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -96,6 +100,16 @@ ProgressFn = Callable[["ShrinkProgress"], None]
 DEFAULT_EVALUATIONS = 2000
 DEFAULT_RUN_TIMEOUT_S = 60.0
 DEFAULT_MAX_SECONDS = 3600.0
+
+# The repro size aimed for, in the model's size (requests, jobs...). While a whole round of
+# passes accepts nothing and the best is larger, the search looks elsewhere (_escape): every
+# combination of at most SMALL_SIZE of its items, then scenarios of at most SMALL_SIZE
+# fuzzed with a seed taken from the best; each within a share of the evaluations left.
+SMALL_SIZE = 4
+COMBINATIONS_SHARE = 0.2  # of the evaluations left, per escape, for the combinations
+FUZZ_SHARE = 0.15  # ... and for the fuzzed scenarios
+FUZZ_EXAMPLES = 400  # fuzzed scenarios per escape at most
+DDMIN_ABOVE = SMALL_SIZE  # delete_runs adds ddmin's subsets and complements above this
 
 # Why a search stopped (ShrinkResult.stopped).
 MINIMUM = "minimum"  # a whole round of passes accepted nothing: 1-minimal w.r.t. the passes
@@ -272,6 +286,8 @@ class ShrinkResult:
     seconds: float  # reported, never decided on
     stopped: str = MINIMUM  # MINIMUM, BUDGET, TIME_CAP or REPEATS
     options: ShrinkOptions = DEFAULTS
+    # the escapes from local minima above SMALL_SIZE: one line each, what was tried
+    escapes: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -283,7 +299,24 @@ class ShrinkResult:
         return self.attempts
 
     def stop_reason(self) -> str:
-        """Why the search stopped, in one sentence for a report."""
+        """Why the search stopped, in one sentence for a report (two when the repro is
+        still above SMALL_SIZE: the second says why it is not smaller)."""
+        reason = self._stop_reason()
+        size = tracediff.model.of(self.shrunk).size(self.shrunk)
+        if self.signature is None or size <= SMALL_SIZE:
+            return reason
+        unit = tracediff.model.of(self.shrunk).size_unit
+        if self.stopped == MINIMUM:
+            tried = "; ".join(self.escapes) or "nothing"
+            why = (
+                f"no pass step, and no search for a smaller scenario with the same signature "
+                f"({tried}), found one that fails the same way"
+            )
+        else:
+            why = "the search stopped before it could look further (above)"
+        return f"{reason}. The repro has {size} {unit}s, above the target of {SMALL_SIZE}: {why}"
+
+    def _stop_reason(self) -> str:
         if self.stopped == MINIMUM:
             return (
                 "stopped at a minimum: 1-minimal with respect to the passes (no single pass "
@@ -372,6 +405,13 @@ class Shrinker:
         self.best = scenario
         self.best_result: ScenarioResult | None = None
         self.best_key: tuple[int, ...] = ()
+        self.escapes: list[str] = []
+        # the sequence (items, rebuild) a pass last deleted from whose length is the
+        # model's size: the escape's combinations are taken from it
+        self._size_sequence: (
+            tuple[Callable[[Scenario], tuple[Any, ...]], Callable[[tuple[Any, ...]], Scenario]]
+            | None
+        ) = None
 
     # -- running candidates: here, or on the executor's isolated workers -------------------
     def _run(self, scenario: Scenario, timeout_s: float | None) -> ScenarioResult:
@@ -409,6 +449,7 @@ class Shrinker:
             seconds=self.clock() - self.started,
             stopped=stopped,
             options=self.options,
+            escapes=tuple(self.escapes),
         )
 
     def _loop(self) -> None:
@@ -418,8 +459,122 @@ class Shrinker:
             for name, run_pass in passes:
                 self.pass_name = name
                 run_pass(self)
-            if self.best_key == before:
+            if self.best_key != before:
+                continue
+            if self.model.size(self.best) <= SMALL_SIZE or not self._escape():
                 return
+
+    # -- out of a local minimum ------------------------------------------------------------
+    def _escape(self) -> bool:
+        """A whole round accepted nothing and the best is above SMALL_SIZE: look for a
+        smaller scenario with the same signature elsewhere than one step away. First every
+        combination of at most SMALL_SIZE of the best's items (the sequence its model's
+        deletion pass works on), then scenarios of at most SMALL_SIZE fuzzed from the
+        best's profile (Hypothesis, seeded from the best's bytes). True when one was kept:
+        the passes then polish it. Deterministic: only counts and the best decide."""
+        size = self.model.size(self.best)
+        found = self._combinations()
+        if not found:
+            found = self._fuzz_smaller()
+        if not found:
+            self.escapes.append(f"at {size}: nothing smaller")
+        return found
+
+    def _combinations(self) -> bool:
+        sequence = self._size_sequence
+        if sequence is None:
+            return False
+        items, rebuild = sequence
+        base = items(self.best)
+        if len(base) != self.model.size(self.best):
+            return False
+        limit = self.attempts + max(1, int((self.budget - self.attempts) * COMBINATIONS_SHARE))
+        tried = 0
+        self.pass_name = "escape: combinations"
+        rng = random.Random(_digest(self.best))
+        for k in range(1, min(SMALL_SIZE, len(base) - 1) + 1):
+            every = math.comb(len(base), k)
+            if every <= max(0, limit - self.attempts):
+                chosen: Iterable[tuple[int, ...]] = itertools.combinations(range(len(base)), k)
+            else:  # more than the share: a sample, seeded from the best
+                chosen = _sampled_combinations(rng, len(base), k, limit - self.attempts)
+            for kept in chosen:
+                if self.attempts >= limit:
+                    break
+                tried += 1
+                if self.consider(rebuild(tuple(base[i] for i in kept))):
+                    self.escapes.append(
+                        f"at {len(base)}: {k} of them kept after {tried} combinations"
+                    )
+                    return True
+        self.escapes.append(f"at {len(base)}: {tried} combinations of at most {SMALL_SIZE}")
+        return False
+
+    def _fuzz_smaller(self) -> bool:
+        strategy = self._smaller_strategy()
+        if strategy is None:
+            return False
+        from hypothesis import HealthCheck, Phase, find, settings
+        from hypothesis.errors import NoSuchExample
+
+        size = self.model.size(self.best)
+        share = max(1, int((self.budget - self.attempts) * FUZZ_SHARE))
+        limit = self.attempts + min(FUZZ_EXAMPLES, share)
+        label = self.best
+        self.pass_name = "escape: fuzz"
+        tried = 0
+        stop: list[_Stop] = []
+
+        def kept(candidate: Scenario) -> bool:
+            nonlocal tried
+            if stop or self.attempts >= limit:
+                return False
+            tried += 1
+            try:
+                return self.consider(_relabel(self.model, candidate, label))
+            except _Stop as reason:
+                stop.append(reason)
+                return False
+
+        config = settings(
+            max_examples=limit - self.attempts,
+            database=None,
+            deadline=None,
+            phases=(Phase.generate,),
+            suppress_health_check=list(HealthCheck),
+        )
+        try:
+            find(strategy, kept, settings=config, random=random.Random(_digest(label)))
+            found = True
+        except NoSuchExample:
+            found = False
+        if stop:
+            raise stop[0]
+        self.escapes.append(
+            f"at {size}: {tried} fuzzed scenarios of at most {SMALL_SIZE}"
+            + (", one kept" if found else "")
+        )
+        return found
+
+    def _smaller_strategy(self) -> Any:
+        """Scenarios of at most SMALL_SIZE: through the generator's draws with the best's
+        own profile when it was drawn that way, else the model's fuzz strategy."""
+        from tracediff.search import draws
+
+        if callable(getattr(self.model, "generate_from", None)):
+            drawn = draws.drawn_of(self.model, self.best)
+            profile = drawn.profile if drawn is not None else None
+            if profile is None:
+                try:
+                    profile = self.model.load_profile(self.best.profile)
+                except Exception:  # noqa: BLE001 - not a profile here: the model's fuzz
+                    profile = None
+            if profile is not None:
+                return draws.fuzz_strategy(self.model, profile, SMALL_SIZE)
+        try:
+            return self.model.fuzz_strategy(SMALL_SIZE)
+        except Exception:  # noqa: BLE001 - a model without a fuzz strategy: no fuzzing
+            return None
 
     def _report(self) -> None:
         if self.on_progress is None or self.best_result is None:
@@ -503,6 +658,8 @@ class Shrinker:
         deleted, its length found by ``find_integer``; ``rebuild`` makes a scenario from the
         shortened sequence.
         """
+        if len(items(self.best)) == self.model.size(self.best):
+            self._size_sequence = (items, rebuild)
         index = len(items(self.best)) - 1
         while index >= 0:
             base = items(self.best)
@@ -518,6 +675,42 @@ class Shrinker:
             if end < len(base) and works(1):
                 deleted = find_integer(works)
             index -= max(1, deleted)
+        if len(items(self.best)) > DDMIN_ABOVE:
+            self.ddmin(items, rebuild)
+
+    def ddmin(
+        self,
+        items: Callable[[Scenario], tuple[Any, ...]],
+        rebuild: Callable[[tuple[Any, ...]], Scenario],
+    ) -> None:
+        """Zeller's ddmin over a sequence of the best: split it into n chunks and try each
+        chunk alone (a subset), then the sequence without each chunk (a complement); on
+        success go on from the smaller sequence (n back to 2 after a subset, one less
+        after a complement), else double n, until the chunks are single items. Removes
+        several items at once, in places adaptive deletion (one run) cannot."""
+        chunks = 2
+        while True:
+            base = items(self.best)
+            if len(base) < 2 or len(base) <= DDMIN_ABOVE // 2:
+                return
+            chunks = min(chunks, len(base))
+            bounds = [len(base) * i // chunks for i in range(chunks + 1)]
+            parts = [base[bounds[i] : bounds[i + 1]] for i in range(chunks)]
+            reduced = False
+            for part in parts:
+                if self.consider(rebuild(part)):
+                    chunks, reduced = 2, True
+                    break
+            if not reduced and chunks > 2:
+                for i in range(chunks):
+                    rest = tuple(x for j, p in enumerate(parts) if j != i for x in p)
+                    if self.consider(rebuild(rest)):
+                        chunks, reduced = max(chunks - 1, 2), True
+                        break
+            if not reduced:
+                if chunks >= len(base):
+                    return
+                chunks = min(len(base), chunks * 2)
 
     def minimize(self, value: int, lower: int, works: Callable[[int], bool]) -> int:
         """:func:`minimize_int`, for the passes (which import nothing of the search)."""
@@ -526,6 +719,40 @@ class Shrinker:
 
 def _canonical(scenario: Scenario) -> str:
     return json.dumps(scenario.to_dict(), sort_keys=True)
+
+
+def _digest(scenario: Scenario) -> int:
+    """A seed taken from a scenario's bytes: the same scenario, the same search."""
+    return int.from_bytes(hashlib.sha256(_canonical(scenario).encode()).digest()[:8], "big")
+
+
+def _sampled_combinations(
+    rng: random.Random, n: int, k: int, count: int
+) -> Iterator[tuple[int, ...]]:
+    """Up to ``count`` distinct k-combinations of range(n), drawn from ``rng``."""
+    seen: set[tuple[int, ...]] = set()
+    for _ in range(max(0, count) * 4):
+        if len(seen) >= count:
+            return
+        kept = tuple(sorted(rng.sample(range(n), k)))
+        if kept not in seen:
+            seen.add(kept)
+            yield kept
+
+
+def _relabel(model: Any, candidate: Scenario, label: Scenario) -> Scenario:
+    """A found scenario under the best's profile and seed (the repro keeps its name)."""
+    from tracediff.search import draws
+
+    drawn = draws.recall(candidate)
+    relabelled = candidate
+    if getattr(candidate, "profile", None) != getattr(label, "profile", None):
+        relabelled = model.relabel(relabelled, label.profile)
+    if getattr(relabelled, "seed", None) != getattr(label, "seed", None):
+        relabelled = dataclasses.replace(relabelled, seed=label.seed)
+    if drawn is not None and relabelled is not candidate:
+        draws.remember(relabelled, drawn)
+    return relabelled
 
 
 def find_integer(works: Callable[[int], bool]) -> int:

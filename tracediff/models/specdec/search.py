@@ -254,6 +254,51 @@ def retime_requests(s: Shrinking) -> None:
         s.consider(with_requests(s, (moved if r.id == request.id else r for r in current)))
 
 
+def close_gaps(s: Shrinking) -> None:
+    """Each gap between consecutive arrivals closed: every later request moves earlier by
+    the gap (their order and spacing kept), first all gaps at once, then one at a time
+    from the first; a shorter timeline with the same sequence of events."""
+    ordered = _by_arrival(s.best.requests)
+    if len(ordered) < 2:
+        return
+    first = ordered[0].arrival_us
+    bursts = [dataclasses.replace(r, arrival_us=first) for r in ordered]
+    if bursts != ordered:
+        s.consider(with_requests(s, bursts))
+    position = 1
+    while position < len(s.best.requests):
+        current = _by_arrival(s.best.requests)
+        gap = current[position].arrival_us - current[position - 1].arrival_us
+        if gap > 0:
+            moved = [
+                dataclasses.replace(r, arrival_us=r.arrival_us - gap) if n >= position else r
+                for n, r in enumerate(current)
+            ]
+            s.consider(with_requests(s, moved))
+        position += 1
+
+
+def defaults_at_once(s: Shrinking) -> None:
+    """The whole configuration normalised at once: the engine's truth to its defaults, the
+    scheduler's parameters to their defaults (keeping, then dropping, the matrix cell:
+    allocation, graphs, queue depth), and every request's unneeded fields off. A bug that
+    needs none of them loses them all for one run, before the field-by-field passes."""
+    base = s.best
+    if base.truth != EngineTruth():
+        s.consider(dataclasses.replace(base, truth=EngineTruth()))
+    p = s.best.params
+    cell = {"allocation": p.allocation, "ragged": p.ragged, "queue_depth": p.queue_depth}
+    for params in (SchedulerParams(), SchedulerParams(**cell)):
+        if params != s.best.params:
+            s.consider(dataclasses.replace(s.best, params=params))
+    keep_budget = dataclasses.replace(SchedulerParams(**cell), verify_budget=p.verify_budget)
+    if keep_budget != s.best.params:
+        s.consider(dataclasses.replace(s.best, params=keep_budget))
+    plain = RequestSpec(id=0, arrival_us=0, prompt_len=1, max_new=1)
+    accept = {"accept_base": plain.accept_base, "accept_decay": plain.accept_decay}
+    _change_all(s, accept)
+
+
 def delete_requests(s: Shrinking) -> None:
     """Adaptive deletion: from the end, delete the longest run ending at each request."""
     s.delete_runs(lambda scenario: scenario.requests, lambda kept: with_requests(s, kept))
@@ -413,6 +458,7 @@ PASSES: tuple[ShrinkPass, ...] = (
     ("small generated scenarios", try_small_generated),
     ("merge requests", merge_while_many),
     ("switch features off", switch_features_off),
+    ("defaults at once", defaults_at_once),
     ("simplify scheduler", simplify_params),
     ("halve numbers", halve_numbers),
     ("minimise numbers", minimize_numbers),
@@ -420,6 +466,7 @@ PASSES: tuple[ShrinkPass, ...] = (
     # followed by the whole round of passes again
     ("merge requests", merge_requests),
     ("re-time requests", retime_requests),
+    ("close arrival gaps", close_gaps),
     ("round floats", round_floats),
     ("canonical ids", canonical_ids),
 )

@@ -1,0 +1,204 @@
+"""Measure the shrinker: every broken implementation of tests/impls, shrunk from each of its
+diverging quick seeds (docs/shrinking.md holds the measured table).
+
+    .venv/bin/python examples/shrink_table.py --jobs 2 --json table.json
+    .venv/bin/python examples/shrink_table.py --markdown table.json [before.json]
+
+For each broken implementation (the scheduler's against ``reference``; kvbatch's against
+kvbatch's ``reference``) every seed of the model's ``quick`` profile is run once; each seed
+on which it does not agree with the reference is shrunk with the ``shrink`` command's
+defaults (the divergence explanation's signature, 2,000 evaluations). A row is the repro's
+size, plans, evaluations, seconds, why it stopped and a digest of its bytes; ``--twice``
+shrinks each seed a second time and records whether the bytes were the same.
+``--per-size N`` takes only the first N diverging seeds of each scenario size (the quick
+profile's request counts: 1, 3, 8, 16, 32, 64), a sample that still reaches the largest
+scenarios; the table says how many seeds each row measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SPECDEC = [
+    "tests.impls.skewed:SkewedScheduler",
+    "tests.impls.slot_tiebreak:SlotTieBreakScheduler",
+    "tests.impls.eager_prune:EagerPruneScheduler",
+    "tests.impls.tiebreak:TieBreakScheduler",
+    "tests.impls.summation:ReversedSumScheduler",
+    "tests.impls.ulp:OneUlpScheduler",
+    "tests.impls.stale_advance:StaleAdvanceScheduler",
+    "tests.impls.raises:RaisingScheduler",
+    "tests.impls.mutants:SwappedTieBreakScheduler",
+    "tests.impls.mutants:FirstAtBestValueScheduler",
+    "tests.impls.mutants:WidthBeforeDurationScheduler",
+    "tests.impls.mutants:FreshAtPeriodScheduler",
+    "tests.impls.mutants:ProbeTrialsOffByOneScheduler",
+    "tests.impls.mutants:PruneKeepsEqualScheduler",
+    "tests.impls.mutants:TableTruncatesScheduler",
+    "tests.impls.boundaries:UnfundedAtCreditScheduler",
+    "tests.impls.boundaries:StrictToleranceScheduler",
+    "tests.impls.grouping:PrefillBlindGroupScheduler",
+]
+KVBATCH = [
+    "tests.impls.kvbatch_broken:EvictedStillFree",
+    "tests.impls.kvbatch_broken:HitIgnoresRefcount",
+    "tests.impls.kvbatch_broken:PreemptOldestFirst",
+    "tests.impls.kvbatch_broken:ChunkOffByOne",
+    "tests.impls.kvbatch_broken:HitRepeatLeavesFreeTwice",
+    "tests.impls.kvbatch_broken:OrdersById",
+]
+
+
+def _model_of(impl: str) -> str:
+    return "kvbatch" if "kvbatch" in impl else "specdec"
+
+
+def _specs(impl: str) -> tuple[Any, ...]:
+    from tracediff.model import get
+    from tracediff.project.impls import ImplSpec, parse_impl
+
+    if _model_of(impl) == "specdec":
+        return (parse_impl("reference"), parse_impl(impl))
+    builtin = get("kvbatch").builtin_impls  # type: ignore[attr-defined]
+    return (ImplSpec("reference", builtin["reference"]), ImplSpec(impl.split(":")[1], impl))
+
+
+def _scenario(model_name: str, seed: int) -> Any:
+    from tracediff.model import get
+
+    model = get(model_name)
+    return model.generate(model.load_profile("quick"), seed)
+
+
+def diverging(impl: str, per_size: int | None = None) -> list[tuple[int, int]]:
+    """(seed, size) of the quick seeds on which ``impl`` does not agree with the reference:
+    every one, or the first ``per_size`` of each size (the scan stops once it has them)."""
+    from collections import Counter
+
+    from tracediff.model import get
+    from tracediff.running.runner import IDENTICAL, run_scenario
+
+    model = get(_model_of(impl))
+    specs = _specs(impl)
+    profile = model.load_profile("quick")
+    sizes = {model.size(_scenario(model.name, seed)) for seed in profile.seeds}
+    found = []
+    taken: Counter[int] = Counter()
+    for seed in profile.seeds:
+        scenario = _scenario(model.name, seed)
+        size = model.size(scenario)
+        if per_size is not None and taken[size] >= per_size:
+            if all(taken[s] >= per_size for s in sizes):
+                break
+            continue
+        if run_scenario(scenario, specs).status != IDENTICAL:
+            found.append((seed, size))
+            taken[size] += 1
+    return found
+
+
+def shrink_one(job: tuple[str, int, bool]) -> dict[str, Any]:
+    from tracediff.search.shrink import compare_signature, shrink
+
+    impl, seed, twice = job
+    specs = _specs(impl)
+    scenario = _scenario(_model_of(impl), seed)
+    started = time.perf_counter()
+    result = shrink(scenario, specs, signature_fn=compare_signature)
+    seconds = time.perf_counter() - started
+    data = json.dumps(result.shrunk.to_dict(), sort_keys=True).encode()
+    row: dict[str, Any] = {
+        "impl": impl,
+        "seed": seed,
+        "before": result.before[0],
+        "before_plans": result.before[1],
+        "size": result.after[0],
+        "plans": result.after[1],
+        "evaluations": result.attempts,
+        "seconds": round(seconds, 2),
+        "stopped": result.stopped,
+        "digest": hashlib.sha256(data).hexdigest()[:16],
+    }
+    if twice:
+        again = shrink(scenario, specs, signature_fn=compare_signature)
+        same = json.dumps(again.shrunk.to_dict(), sort_keys=True).encode() == data
+        row["deterministic"] = same and again.attempts == result.attempts
+    return row
+
+
+def measure(impls: list[str], jobs: int, per_size: int | None, twice: bool) -> dict[str, Any]:
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        seeds = dict(zip(impls, pool.map(diverging, impls, [per_size] * len(impls)), strict=True))
+        work = [(impl, seed, twice) for impl in impls for seed, _size in seeds[impl]]
+        rows = list(pool.map(shrink_one, work))
+    return {"rows": rows, "per_size": per_size}
+
+
+def _summary(rows: list[dict[str, Any]]) -> str:
+    sizes = [r["size"] for r in rows]
+    evals = [r["evaluations"] for r in rows]
+    secs = [r["seconds"] for r in rows]
+    return (
+        f"{statistics.median(sizes):g} / {max(sizes)} | "
+        f"{statistics.median(evals):g} / {max(evals)} | "
+        f"{statistics.median(secs):.1f} / {max(secs):.1f}"
+    )
+
+
+def markdown(after: dict[str, Any], before: dict[str, Any] | None) -> str:
+    lines = [
+        "| implementation | seeds | before: size med / worst \\| evaluations \\| s "
+        "| after: size med / worst \\| evaluations \\| s | above 4 after |",
+        "|---|---|---|---|---|",
+    ]
+    impls = list(dict.fromkeys(r["impl"] for r in after["rows"]))
+    for impl in impls:
+        rows = [r for r in after["rows"] if r["impl"] == impl]
+        old = [r for r in (before or {}).get("rows", []) if r["impl"] == impl]
+        seeds = {r["seed"] for r in rows}
+        old = [r for r in old if r["seed"] in seeds]
+        above = [f"{r['seed']}:{r['size']}" for r in rows if r["size"] > 4]
+        lines.append(
+            f"| {impl.split(':')[1]} | {len(rows)} | {_summary(old) if old else 'n/a'} "
+            f"| {_summary(rows)} | {', '.join(above) or 'none'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impl", action="append", help="only these (module:Class)")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--per-size", type=int, default=None, help="seeds per scenario size")
+    parser.add_argument("--twice", action="store_true", help="check determinism")
+    parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--markdown", nargs="+", metavar="JSON", help="AFTER [BEFORE]: a table")
+    args = parser.parse_args()
+    if args.markdown:
+        after = json.loads(Path(args.markdown[0]).read_text())
+        before = json.loads(Path(args.markdown[1]).read_text()) if len(args.markdown) > 1 else None
+        print(markdown(after, before))
+        return
+    impls = args.impl or SPECDEC + KVBATCH
+    table = measure(impls, args.jobs, args.per_size, args.twice)
+    text = json.dumps(table, indent=1)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
