@@ -8,6 +8,7 @@ safety nets, the oracle is the exit code and the message).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -417,3 +418,96 @@ def test_a_file_size_limit_names_the_file(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stdout[-2000:] + done.stderr
         assert f"{target}: cannot be written: File too large" in one_line(done.stderr)
         assert not (tmp_path / target).exists()
+
+
+# -- low items -------------------------------------------------------------------------------
+def test_a_profile_path_holding_at_is_a_path_not_a_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "v@2"
+    directory.mkdir()
+    (directory / "p.toml").write_text('name = "p"\nseeds = 2\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", "--profile", "v@2/p.toml", "--no-regressions"])
+    assert result.exit_code == 0, result.output
+    assert "identical: 2 scenarios" in result.output
+
+
+def test_a_profile_name_holding_at_slash_is_refused_not_read_as_a_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = CliRunner().invoke(main, ["run", "--profile", "quick@/etc/passwd"])
+    assert result.exit_code == 2, result.output
+    line = one_error(result)
+    assert "'quick@/etc/passwd': a profile name or path may not hold '@/'" in line
+    assert "root:" not in result.output
+    _configured(tmp_path, monkeypatch, '[tool.tracediff]\nprofile = "quick@/etc/passwd"\n')
+    result = CliRunner().invoke(main, ["run", "--seeds", "0"])
+    assert result.exit_code == 2, result.output
+    line = one_error(result)
+    assert "[tool.tracediff] profile: 'quick@/etc/passwd' may not hold '@/'" in line
+    assert "root:" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["a file", "a missing directory"])
+def test_tracediff_profiles_that_is_no_directory_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    where = tmp_path / "profiles"
+    if kind == "a file":
+        where.write_text("", encoding="utf-8")
+    monkeypatch.setenv("TRACEDIFF_PROFILES", str(where))
+    result = CliRunner().invoke(main, ["run", "--seeds", "0"])
+    assert result.exit_code == 2, result.output
+    what = "is not a directory" if kind == "a file" else "does not exist"
+    assert f"$TRACEDIFF_PROFILES={str(where)!r} {what}" in one_error(result)
+
+
+@pytest.mark.parametrize("head", ["\ufeff", "\n", "\n \r\n\ufeff"], ids=["bom", "blank", "both"])
+def test_a_json_lines_workload_with_a_bom_or_leading_blank_lines_is_read(
+    tmp_path: Path, head: str
+) -> None:
+    from tracediff.errors import WorkloadError
+    from tracediff.workload import open_workload
+
+    rows = "".join(
+        f'{{"arrival_us": {i * 5}, "input_tokens": 10, "output_tokens": 3}}\n' for i in range(3)
+    )
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(rows, encoding="utf-8")
+    path = tmp_path / "head.jsonl"
+    path.write_text(head + rows, encoding="utf-8", newline="")
+    if head == "\n \r\n\ufeff":  # a BOM is only one at the very start of the file
+        with pytest.raises(WorkloadError, match=r"head.jsonl:3: "):
+            open_workload(path)
+        return
+    workload, expected = open_workload(path), open_workload(plain)
+    assert workload.format == "tracediff" and workload.count == 3
+    same = [dataclasses.replace(r, line=0) for r in workload.read(0, 3)]
+    assert same == [dataclasses.replace(r, line=0) for r in expected.read(0, 3)]
+    result = CliRunner().invoke(main, ["run", "--workload", str(path), "--seeds", "0"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_model_entry_point_named_with_dot_dot_keeps_its_data_inside(tmp_path: Path) -> None:
+    """A guest model's golden files and corpus are in a subdirectory named after its entry
+    point; an entry point named ``../evil`` must not name one outside."""
+    site = tmp_path / "site"
+    info = site / "evil-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[tracediff.models]\n../evil = tracediff.models.kvbatch.model:MODEL\n"
+    )
+    project = tmp_path / "p"
+    (project / "golden").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.tracediff]\nmodel = "specdec"\n')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
+    env.pop("TRACEDIFF_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tracediff", "--model", "../evil", "golden", "update"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.new")}
+    assert written and all(p.startswith("p/golden/_evil/") for p in written), written

@@ -91,7 +91,8 @@ DAMAGED = [
     ("b.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
      "1,ChatGPT,ten,1,1,API log\n", 2, "Request tokens is 'ten'"),
     ("o.jsonl", OWN + '{"arrival_us": 2000, "input_tokens": 1}\n', 5, "no 'output_tokens'"),
-    ("e.jsonl", "", 1, "the first line is empty"),
+    ("e.jsonl", "", 1, "no request: the file is empty or blank"),
+    ("b.jsonl", "\n \n", 3, "no request: the file is empty or blank"),
 ]  # fmt: skip
 
 

@@ -18,6 +18,7 @@ import click
 
 from tracediff.cli.app import STDOUT, check_output_file, check_seconds
 from tracediff.cli.settings import WORKLOAD_META
+from tracediff.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,9 +104,20 @@ def _option(*decls: str, **attrs: Any) -> Callable[[F], F]:
     return option
 
 
+def _checked_profile(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    if value is not None:
+        from tracediff.workload import check_profile_name
+
+        try:
+            check_profile_name(value, "--profile")
+        except UsageError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 def profile_option(help: str = PROFILE_HELP) -> Callable[[F], F]:  # noqa: A002 - click's word
     """``--profile NAME`` (the parameter ``profile_name``)."""
-    return _option("--profile", "profile_name", default=None, help=help)
+    return _option("--profile", "profile_name", default=None, help=help, callback=_checked_profile)
 
 
 WORKLOAD_HELP = (

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from tracediff import model as models
 from tracediff.errors import ConfigError, UsageError
+from tracediff.filenames import component
 from tracediff.model import DecisionModel
 from tracediff.project.config import Config, load_config
 from tracediff.resources import holds_data
@@ -245,8 +246,10 @@ def _locate(kind: str, config: Config, root: Path, guest: str | None = None) -> 
             found = Location(kind, root / DEFAULT_DIRS[kind], "default")
     if guest is None:
         return found
-    # read like a default: a model with no data there yet has none, which is no error
-    return Location(kind, found.path / guest, "default")
+    # read like a default: a model with no data there yet has none, which is no error. The
+    # name is an entry point's, which any installed distribution chooses: one plain component
+    # of it, so that no name ("../x") reaches outside the directory
+    return Location(kind, found.path / component(guest), "default")
 
 
 def _readable(location: Location) -> bool:

@@ -119,6 +119,11 @@ def parse_config(table: dict[str, Any], path: Path) -> Config:
     profile = table.get("profile")
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise ConfigError(f"{where} profile: expected a profile name")
+    if profile is not None and "@/" in profile:  # how --workload joins a file to a profile
+        raise ConfigError(
+            f"{where} profile: {profile[:100]!r} may not hold '@/'; name a profile (or its "
+            "file), and give a workload with --workload FILE or a profile's [workload] table"
+        )
     values["profile"] = profile
     for key in PATH_KEYS:
         value = table.get(key)

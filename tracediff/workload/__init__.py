@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from tracediff.workload.request import TraceRequest
 from tracediff.workload.source import Workload, open_workload
-from tracediff.workload.spec import WorkloadSpec, compose, for_file, parse_table, split
+from tracediff.workload.spec import (
+    WorkloadSpec,
+    check_profile_name,
+    compose,
+    for_file,
+    parse_table,
+    split,
+)
 from tracediff.workload.windows import Window, WorkloadOrigin, WorkloadSet, load
 
 __all__ = [
@@ -31,6 +38,7 @@ __all__ = [
     "WorkloadOrigin",
     "WorkloadSet",
     "WorkloadSpec",
+    "check_profile_name",
     "compose",
     "for_file",
     "load",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tracediff.errors import WorkloadError
-from tracediff.workload.formats import Format, detect
+from tracediff.workload.formats import KNOWN, Format, detect
 from tracediff.workload.request import TraceRequest
 
 INDEX_EVERY = 64  # requests between two indexed offsets: a window read skips fewer lines
@@ -55,7 +55,7 @@ class Workload:
         with stream:
             seen = self._same(stream)
             stream.seek(0)
-            fmt = _format(self.path, stream.readline(MAX_LINE))
+            fmt = _head(self.path, stream)[0]
             stream.seek(offset)
             for number, _offset, text in _lines(self.path, stream, line):
                 if skip:
@@ -119,11 +119,10 @@ def open_workload(path: str | os.PathLike[str]) -> Workload:
     count = 0
     last = -1
     with stream:
-        first = stream.readline(MAX_LINE)
-        fmt = _format(shown, first)
-        stream.seek(len(first) if fmt.header else 0)
-        digest.update(first if fmt.header else b"")
-        for number, offset, text in _lines(shown, stream, 2 if fmt.header else 1, digest):
+        fmt, start, first, head = _head(shown, stream)
+        stream.seek(start)
+        digest.update(head)
+        for number, offset, text in _lines(shown, stream, first, digest):
             if count % INDEX_EVERY == 0:
                 index.append((offset, number))
             request = _parse(shown, fmt, text, number)
@@ -179,11 +178,31 @@ _SPECIAL = {
 }
 
 
-def _format(path: str, first: bytes) -> Format:
-    found = detect(_text(path, first, 1))
+def _head(path: str, stream: BinaryIO) -> tuple[Format, int, int, bytes]:
+    """The format, told by the file's first line that is not blank (blank lines before it,
+    and a UTF-8 byte order mark, are no part of it), and where the requests start: (format,
+    byte offset, line number, the bytes before that offset). A format without a header
+    starts at the beginning (its first line is a request)."""
+    stream.seek(0)
+    head = bytearray()
+    number = 1
+    while True:
+        raw = stream.readline(MAX_LINE)
+        text = _text(path, raw, number).removeprefix("\ufeff" if number == 1 else "")
+        head += raw
+        if text.strip() or not raw:
+            break
+        number += 1
+    if not text.strip():
+        raise WorkloadError(
+            path, number, f"no request: the file is empty or blank; expected {KNOWN}"
+        )
+    found = detect(text)
     if isinstance(found, str):
-        raise WorkloadError(path, 1, found)
-    return found
+        raise WorkloadError(path, number, found)
+    if found.header:
+        return found, len(head), number + 1, bytes(head)
+    return found, 0, 1, b""
 
 
 def _text(path: str, raw: bytes, number: int) -> str:
@@ -218,6 +237,8 @@ def _lines(
         if digest is not None:
             digest.update(raw)
         text = _text(path, raw, number)
+        if offset == 0:  # a UTF-8 byte order mark is no part of the first line
+            text = text.removeprefix("\ufeff")
         if text.strip():
             yield number, offset, text
         offset += len(raw)

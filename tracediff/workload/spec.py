@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import ProfileError
+from tracediff.errors import ProfileError, UsageError
 
 MAX_WINDOW = 10_000  # requests in one scenario; a model may allow fewer
 SEPARATOR = "@"  # between a profile's name and the workload file of --workload
@@ -62,9 +62,23 @@ def compose(profile: str, workload: str | os.PathLike[str]) -> str:
 
 
 def split(name: str) -> tuple[str, str | None]:
-    """(the profile's own name, the workload file of --workload or None)."""
-    base, separator, path = name.partition(SEPARATOR)
-    return (base, path) if separator and path else (name, None)
+    """(the profile's own name, the workload file of --workload or None). The file is
+    absolute (compose resolves it), so only ``@/`` joins the two: a profile path that holds
+    ``@`` otherwise (``v@2/p.toml``) is a path; one that holds ``@/`` is refused where the
+    user gives it (:func:`check_profile_name`)."""
+    at = name.rfind(SEPARATOR + "/")
+    return (name, None) if at <= 0 else (name[:at], name[at + 1 :])
+
+
+def check_profile_name(name: str, where: str) -> None:
+    """UsageError when a profile name a user gives (``where``: the flag or setting) would
+    read as a profile joined with a --workload file: it must not hold ``@/``."""
+    if SEPARATOR + "/" in name:
+        raise UsageError(
+            f"{where} {name[:100]!r}: a profile name or path may not hold '@/' (tracediff joins "
+            "a profile and its --workload file so); give the workload with --workload FILE, "
+            "or move the profile file"
+        )
 
 
 def for_file(path: str, window: int | None = None) -> WorkloadSpec:

@@ -130,6 +130,12 @@ def profile_dirs() -> list[Path]:
     dirs = []
     env = os.environ.get(PROFILE_DIR_ENV)
     if env:
+        if not Path(env).is_dir():  # as for the configured directory: never passed over
+            what = "is not a directory" if Path(env).exists() else "does not exist"
+            raise UsageError(
+                f"${PROFILE_DIR_ENV}={env[:200]!r} {what}; point it at a directory of "
+                "profile .toml files, or unset it"
+            )
         dirs.append(Path(env))
     configured = load_config().existing_dir("profiles")
     if configured is not None:
