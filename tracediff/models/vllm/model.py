@@ -71,6 +71,8 @@ class VllmModel(BaseModel):
     builtin_impls: Mapping[str, str] = {
         "vllm": f"{ADAPTER}:VllmScheduler",
         "vllm-check": f"{ADAPTER}:CheckedVllmScheduler",
+        # the name the core's baseline commands (coverage) drive: the installed Scheduler
+        "reference": f"{ADAPTER}:VllmScheduler",
     }
     checked_impls: Mapping[str, str] = {"vllm": "vllm-check"}
     default_impls: tuple[str, ...] = ("vllm", "vllm-check")
