@@ -86,6 +86,7 @@ class VllmModel(BaseModel):
     }
     spec = coverage.SPEC
     size_unit = "request"
+    commands: Mapping[str, str] = {"bench": "tracediff.models.vllm.commands.bench:bench"}
     # the fork server imports vLLM once (about 15 s) for every worker it forks, and only
     # when this model is loaded (tracediff.model.worker_modules)
     worker_modules: tuple[str, ...] = ("tracediff.models.vllm.scenario", ADAPTER)

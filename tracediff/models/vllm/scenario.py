@@ -201,11 +201,17 @@ def draw(*key: Any) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
+def _stream(count: int, *key: Any) -> list[int]:
+    """``count`` tokens of a keyed SHAKE-128 stream (a longer stream of the same key starts
+    with the shorter one): one hash call for a whole prompt."""
+    data = hashlib.shake_128(":".join(str(k) for k in key).encode()).digest(2 * count)
+    return [1 + int.from_bytes(data[i : i + 2], "little") % 1000 for i in range(0, 2 * count, 2)]
+
+
 def prompt_tokens(seed: int, r: Request) -> list[int]:
     """The prompt: the family's first ``shared`` tokens, then the request's own."""
-    shared = [1 + draw(seed, "family", r.family, i) % 1000 for i in range(r.shared)]
-    own = [1 + draw(seed, "prompt", r.id, i) % 1000 for i in range(r.shared, r.prompt)]
-    return shared + own
+    own = _stream(r.prompt, seed, "prompt", r.id)[r.shared :]
+    return _stream(r.shared, seed, "family", r.family) + own
 
 
 def output_token(seed: int, r: Request, index: int) -> int:
