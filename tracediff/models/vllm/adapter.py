@@ -272,26 +272,28 @@ class VllmScheduler:
         out = self.scheduler.schedule()
         self.output = out
         self.plans += 1
-        cached = out.scheduled_cached_reqs
+        new, cached = out.scheduled_new_reqs, out.scheduled_cached_reqs
         new_blocks = cached.new_block_ids
         return {
             "t": "plan",
             "plan": self.plans,
             "now": now,
-            "sched": [[_rid(r), int(n)] for r, n in out.num_scheduled_tokens.items()],
-            "new": [
-                [_rid(r.req_id), int(r.num_computed_tokens), _blocks(r.block_ids)]
-                for r in out.scheduled_new_reqs
-            ],
-            "cached": [
-                [_rid(r), int(cached.num_computed_tokens[i]), _blocks(new_blocks[i])]
-                for i, r in enumerate(cached.req_ids)
-            ],
-            "resumed": sorted(_rid(r) for r in cached.resumed_req_ids),
             "preempted": sorted(_rid(r) for r in (out.preempted_req_ids or ())),
+            "resumed": sorted(_rid(r) for r in cached.resumed_req_ids),
+            "new": [[_rid(r.req_id), int(r.num_computed_tokens)] for r in new],
+            "cached": [
+                [_rid(r), int(cached.num_computed_tokens[i])] for i, r in enumerate(cached.req_ids)
+            ],
+            "sched": [[_rid(r), int(n)] for r, n in out.num_scheduled_tokens.items()],
             "spec": [
                 [_rid(r), [int(t) for t in ids]]
                 for r, ids in out.scheduled_spec_decode_tokens.items()
+            ],
+            "blocks": [[_rid(r.req_id), _blocks(r.block_ids)] for r in new]
+            + [
+                [_rid(r), _blocks(new_blocks[i])]
+                for i, r in enumerate(cached.req_ids)
+                if new_blocks[i] and new_blocks[i][0]
             ],
             "finished": sorted(_rid(r) for r in out.finished_req_ids),
             "free": self.free_blocks(),

@@ -53,11 +53,12 @@ def _rows(value: Any, check: Any) -> bool:
 
 _PLAN_CHECKS: Mapping[str, Any] = {
     "sched": lambda v: _rows(v, lambda r: len(r) == 2 and _ints(r)),
-    "new": lambda v: _rows(v, lambda r: len(r) == 3 and _ints(r[:2]) and _ints(r[2])),
-    "cached": lambda v: _rows(v, lambda r: len(r) == 3 and _ints(r[:2]) and _ints(r[2])),
+    "new": lambda v: _rows(v, lambda r: len(r) == 2 and _ints(r)),
+    "cached": lambda v: _rows(v, lambda r: len(r) == 2 and _ints(r)),
     "resumed": _ints,
     "preempted": _ints,
     "spec": lambda v: _rows(v, lambda r: len(r) == 2 and _is_int(r[0]) and _ints(r[1])),
+    "blocks": lambda v: _rows(v, lambda r: len(r) == 2 and _is_int(r[0]) and _ints(r[1])),
     "finished": _ints,
     "free": _is_int,
 }
@@ -77,7 +78,7 @@ class VllmModel(BaseModel):
     checked_impls: Mapping[str, str] = {"vllm": "vllm-check"}
     default_impls: tuple[str, ...] = ("vllm", "vllm-check")
     choice_fields: Mapping[str, frozenset[str]] = {
-        "plan": frozenset({"sched", "new", "cached", "resumed", "preempted", "spec"}),
+        "plan": frozenset({"preempted", "resumed", "new", "cached", "sched", "spec", "blocks"}),
         "update": frozenset({"finished"}),
         "arrival": frozenset(),
         "abort": frozenset(),

@@ -24,8 +24,10 @@ from tracediff.errors import ScenarioError, UsageError
 FORMAT = "vllm-trace"
 STOP_TOKEN = 1023  # the stop token a request with ``stop >= 0`` samples
 POLICIES = ("fcfs", "priority")
+# cause before consequence: whom vLLM preempted and resumed, what each admission hit, the
+# tokens per request and the drafts, then the blocks those were given
 PLAN_KEYS = (
-    "t", "plan", "now", "sched", "new", "cached", "resumed", "preempted", "spec",
+    "t", "plan", "now", "preempted", "resumed", "new", "cached", "sched", "spec", "blocks",
     "finished", "free",
 )  # fmt: skip
 UPDATE_KEYS = ("t", "now", "tokens", "finished", "free")
