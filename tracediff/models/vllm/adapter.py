@@ -139,6 +139,18 @@ def _import() -> tuple[_VllmModules | None, str]:
 _MODULES, _PROBLEM = _import()
 
 
+def warm_up() -> None:
+    """Build and run one tiny scheduler: vLLM's first ``ModelConfig`` inspects the model's
+    architecture (0.31.0: about 15 s, in a subprocess), which the fork server then does once
+    for every worker it forks instead of each worker on its first scenario."""
+    from tracediff.models.vllm.scenario import Request, VllmScenario
+
+    scenario = VllmScenario("warm-up", 0, requests=(Request(0, 0, 8, 1),))
+    impl = VllmScheduler(scenario)
+    impl.arrive(0, list(range(1, 9)), 1, [], 0, 0)
+    impl.update(0, [[0, [1]]] if impl.schedule(0)["sched"] else [])
+
+
 def vllm() -> _VllmModules:
     """vLLM's modules; UsageError (exit 2, one line) naming what to install when absent."""
     if _MODULES is None:
@@ -419,3 +431,10 @@ class CheckedVllmScheduler(VllmScheduler):
         record = super().update(now, sampled)
         self._recount(f"update at step {now}")
         return record
+
+
+if _MODULES is not None:
+    try:
+        warm_up()
+    except Exception:  # noqa: BLE001, S110 - a failure here shows where it happens again
+        pass
