@@ -97,6 +97,23 @@ def test_the_generator_is_pure_and_scenarios_round_trip() -> None:
         MODEL.load_profile("nope")
 
 
+def test_the_workload_profile_maps_traffic_windows_into_scenarios() -> None:
+    profile = MODEL.load_profile("workload")
+    plans = 0
+    for seed in profile.seeds[:6]:
+        scenario = MODEL.generate(profile, seed)
+        MODEL.validate(scenario)
+        assert scenario.workload is not None and "workload" in scenario.to_dict()
+        assert MODEL.scenario_from_dict(scenario.to_dict()) == scenario
+        plans += sum(r["t"] == "plan" for r in list(_records(scenario))[1:])
+    assert plans > 100
+    # Mooncake's hash_ids become prefix families: requests of a conversation share blocks
+    first = MODEL.generate(profile, 0)
+    assert sum(r.shared > 0 for r in first.requests) >= 2
+    renamed = MODEL.with_workload(MODEL.load_profile("quick"), profile.workload)
+    assert renamed.name.startswith("quick+") and renamed.seeds == QUICK.seeds
+
+
 @pytest.mark.parametrize(
     "change",
     [

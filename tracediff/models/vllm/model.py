@@ -103,6 +103,9 @@ class VllmModel(BaseModel):
     def profile_names(self) -> list[str]:
         return sorted(scenario.PROFILE_NAMES)
 
+    def with_workload(self, profile: VllmProfile, workloads: Any) -> VllmProfile:
+        return scenario.with_workload(profile, workloads)
+
     def generate(self, profile: VllmProfile, seed: int) -> VllmScenario:
         return scenario.generate(profile, seed)
 

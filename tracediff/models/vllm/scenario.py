@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from tracediff.errors import ScenarioError, UsageError
+from tracediff.workload import Window, WorkloadOrigin, WorkloadSet
 
 FORMAT = "vllm-trace"
 STOP_TOKEN = 1023  # the stop token a request with ``stop >= 0`` samples
@@ -73,6 +75,7 @@ class VllmScenario:
     prefix_caching: bool = True
     policy: str = "fcfs"
     requests: tuple[Request, ...] = ()
+    workload: WorkloadOrigin | None = None  # a workload window's (docs/workloads.md)
 
     def features(self) -> str:
         bits = [
@@ -93,6 +96,9 @@ class VllmScenario:
         aborts = sum(r.abort >= 0 for r in self.requests)
         if aborts:
             bits.append(f"{aborts} aborts")
+        if self.workload is not None:
+            w = self.workload
+            bits.append(f"workload {w.name}[{w.start}:+{w.length}]")
         return ", ".join(bits)
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,6 +109,8 @@ class VllmScenario:
             data[name] = getattr(self, name)
         data["policy"] = self.policy
         data["requests"] = [r.to_list() for r in self.requests]
+        if self.workload is not None:  # a generated scenario's dict has no such key
+            data["workload"] = self.workload.to_dict()
         return data
 
 
@@ -122,7 +130,7 @@ def scenario_from_dict(data: Any) -> VllmScenario:
     try:
         if not isinstance(data, dict):
             raise TypeError("not a map")
-        known = {"profile", "seed", "policy", "requests", *CONFIG, *FLAGS}
+        known = {"profile", "seed", "policy", "requests", "workload", *CONFIG, *FLAGS}
         extra = sorted(set(data) - known)
         if extra:
             raise KeyError(f"unknown keys {extra}")
@@ -138,9 +146,10 @@ def scenario_from_dict(data: Any) -> VllmScenario:
             requests.append(Request(*(_int(v) for v in row)))
         if not isinstance(data["profile"], str):
             raise TypeError("profile is not a string")
+        origin = WorkloadOrigin.from_dict(data["workload"]) if "workload" in data else None
         scenario = VllmScenario(
             data["profile"], _int(data["seed"]), policy=policy, requests=tuple(requests),
-            **config,
+            workload=origin, **config,
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
         raise ScenarioError(f"not a vllm scenario: {type(exc).__name__}: {exc}") from None
@@ -260,6 +269,7 @@ class VllmProfile:
     max_prompt: int
     max_output: int
     starve: float  # how often the cache holds only a little more than the largest request
+    workload: WorkloadSet | None = None  # requests from these windows (docs/workloads.md)
 
 
 PROFILES = {
@@ -270,10 +280,19 @@ PROFILES = {
     "stress": VllmProfile("stress", "200 busy engines under block pressure",
                           tuple(range(200)), 40, 200, 32, 0.8),
 }  # fmt: skip
-PROFILE_NAMES = tuple(PROFILES)
+# The shipped samples (workloads/, docs/workloads.md): seed s reads sample s mod 3.
+WORKLOAD_SAMPLES = ("mooncake_conversation.jsonl", "azure_code.csv", "burstgpt_synthetic.csv")
+WORKLOAD = VllmProfile(
+    "workload", "windows of 16 requests of the shipped traffic samples", tuple(range(24)),
+    16, 160, 24, 0.5,
+)  # fmt: skip
+PROFILE_NAMES = (*PROFILES, WORKLOAD.name)
+STEP_US = 10_000  # one engine step is 10 ms of (scaled) trace time
 
 
 def load_profile(name: str) -> VllmProfile:
+    if name == WORKLOAD.name:
+        return _workload_profile()
     if name not in PROFILES:
         raise UsageError(
             f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILE_NAMES))}"
@@ -281,8 +300,35 @@ def load_profile(name: str) -> VllmProfile:
     return PROFILES[name]
 
 
-def generate(profile: VllmProfile, seed: int) -> VllmScenario:
-    rng = random.Random(f"vllm:{profile.name}:{seed}")
+def _workload_profile() -> VllmProfile:
+    from tracediff import workload
+    from tracediff.resources import builtin_dir
+
+    directory = builtin_dir("workloads")
+    if directory is None:
+        raise UsageError("the workload profile's samples are not installed (workloads/)")
+    spec = workload.WorkloadSpec(
+        tuple(str(directory / name) for name in WORKLOAD_SAMPLES),
+        window=16,
+        time_scale=0.1,
+        output_scale=0.25,
+    )
+    return dataclasses.replace(WORKLOAD, workload=workload.load(spec))
+
+
+def with_workload(profile: VllmProfile, workloads: WorkloadSet) -> VllmProfile:
+    """``profile`` over ``workloads`` (``--workload FILE``): its seeds and bounds, the
+    requests from the windows; named ``PROFILE+FILE``."""
+    return dataclasses.replace(
+        profile,
+        name=f"{profile.name}+{workloads.name}"[:100],
+        description=f"{profile.description} ({workloads.spec.describe()})",
+        workload=workloads,
+    )
+
+
+def _engine(rng: random.Random, profile: VllmProfile) -> dict[str, Any]:
+    """The engine configuration a seed draws (the requests are drawn after it)."""
     bs = rng.choice((4, 8, 16, 16))
     spec_k = rng.choice((0, 0, 2, 3))
     policy = rng.choice(("fcfs", "fcfs", "priority"))
@@ -295,7 +341,35 @@ def generate(profile: VllmProfile, seed: int) -> VllmScenario:
         budget = max(budget, 2 * (spec_k + 1))
     if not chunked:
         budget = max(budget, max_model_len)
-    long_prefill = rng.choice((0, 0, 0, bs, 2 * bs, 24))
+    return {
+        "block_size": bs,
+        "spec_k": spec_k,
+        "policy": policy,
+        "prefix_caching": prefix_caching,
+        "chunked_prefill": chunked,
+        "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": budget,
+        "long_prefill": rng.choice((0, 0, 0, bs, 2 * bs, 24)),
+    }
+
+
+def _cache(rng: random.Random, profile: VllmProfile, engine: dict[str, Any],
+           requests: list[Request]) -> int:  # fmt: skip
+    """The cache's blocks: starved (a little more than the largest request) or ample."""
+    bs, k = engine["block_size"], engine["spec_k"]
+    needs = [blocks_for(r.prompt + r.output + k, bs) for r in requests]
+    if rng.random() < profile.starve:
+        return max(needs) + 1 + rng.randint(0, 3)
+    return max(needs) + 1 + rng.randint(0, sum(needs))
+
+
+def generate(profile: VllmProfile, seed: int) -> VllmScenario:
+    if profile.workload is not None:
+        return from_window(profile, seed, profile.workload.window(seed))
+    rng = random.Random(f"vllm:{profile.name}:{seed}")
+    engine = _engine(rng, profile)
+    bs = engine["block_size"]
     count = rng.randint(2, profile.max_requests)
     families = [rng.randint(bs, profile.max_prompt) for _ in range(rng.randint(1, 3))]
     requests = []
@@ -308,32 +382,88 @@ def generate(profile: VllmProfile, seed: int) -> VllmScenario:
             family = rng.randrange(len(families))
             shared = min(prompt, families[family], rng.choice((families[family], prompt)))
         output = rng.randint(1, profile.max_output)
-        priority = rng.randint(0, 2) if policy == "priority" else 0
+        priority = rng.randint(0, 2) if engine["policy"] == "priority" else 0
         stop = rng.randrange(output) if rng.random() < 0.25 else -1
         abort = at + rng.randint(0, 12) if rng.random() < 0.12 else -1
         requests.append(Request(rid, at, prompt, output, family, shared, priority, stop, abort))
-    needs = [blocks_for(r.prompt + r.output + spec_k, bs) for r in requests]
-    if rng.random() < profile.starve:
-        num_blocks = max(needs) + 1 + rng.randint(0, 3)
-    else:
-        num_blocks = max(needs) + 1 + rng.randint(0, sum(needs))
+    num_blocks = _cache(rng, profile, engine, requests)
     return VllmScenario(
         profile.name,
         seed,
-        block_size=bs,
         num_blocks=num_blocks,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=budget,
-        max_model_len=max_model_len,
-        long_prefill=long_prefill,
-        spec_k=spec_k,
         accept=rng.choice((0, 50, 80, 100)),
-        chunked_prefill=chunked,
-        prefix_caching=prefix_caching,
-        policy=policy,
         requests=tuple(requests),
+        **engine,
     )
 
 
-def relabel(scenario: VllmScenario, profile: str) -> VllmScenario:
-    return dataclasses.replace(scenario, profile=profile)
+def from_window(profile: VllmProfile, seed: int, window: Window) -> VllmScenario:
+    """A workload window as a vllm scenario (docs/vllm.md, "Workloads").
+
+    One block of the trace (``block_tokens`` tokens, Mooncake's 512) is one KV block of the
+    scenario: a prompt of ``t`` trace tokens is ``ceil(t * block_size / block_tokens)``
+    tokens (at least 4, clipped to ``max_prompt``). Its ``hash_ids`` make prefix families:
+    requests whose first hash is the same share a family, and a request shares as many
+    blocks of the family's tokens as its leading hashes agree with the family's chain (the
+    first request's, extended by later ones that continue it). Outputs are the trace's
+    times ``output_scale``, rounded up, clipped to ``1..max_output``; arrivals are steps of
+    ``STEP_US`` (10 ms) of the gaps since the window's first request times ``time_scale``.
+    The engine, priorities, stop tokens and aborts are drawn from the seed as the generator
+    draws them.
+    """
+    assert profile.workload is not None
+    spec = profile.workload.spec
+    rng = random.Random(f"vllm:{profile.name}:{seed}")
+    engine = _engine(rng, profile)
+    bs = engine["block_size"]
+    first = window.requests[0].arrival_us
+    chains: dict[Any, list[Any]] = {}
+    roots: dict[Any, int] = {}
+    requests: list[Request] = []
+    prompts_clipped = outputs_clipped = 0
+    for rid, r in enumerate(window.requests):
+        scaled = max(4, -(-r.input_tokens * bs // spec.block_tokens))
+        prompt = min(scaled, profile.max_prompt)
+        wanted = max(1, math.ceil(r.output_tokens * spec.output_scale))
+        output = min(wanted, profile.max_output)
+        prompts_clipped += prompt != scaled
+        outputs_clipped += output != wanted
+        hashes = list(r.hash_ids[: prompt // bs])
+        family, shared = -1, 0
+        if hashes:
+            chain = chains.setdefault(hashes[0], list(hashes))
+            family = roots.setdefault(hashes[0], len(roots))
+            common = 0
+            while common < min(len(chain), len(hashes)) and chain[common] == hashes[common]:
+                common += 1
+            if common == len(chain):
+                chain.extend(hashes[common:])
+                common = len(hashes)
+            shared = min(prompt, common * bs)
+        priority = rng.randint(0, 2) if engine["policy"] == "priority" else 0
+        stop = rng.randrange(output) if rng.random() < 0.25 else -1
+        arrival = int((r.arrival_us - first) * spec.time_scale) // STEP_US
+        abort = arrival + rng.randint(0, 12) if rng.random() < 0.12 else -1
+        requests.append(
+            Request(rid, arrival, prompt, output, family, shared, priority, stop, abort)
+        )
+    num_blocks = _cache(rng, profile, engine, requests)
+    scales: tuple[tuple[str, float], ...] = (
+        ("time_scale", spec.time_scale),
+        ("step_us", STEP_US),
+        ("trace_tokens_per_token", spec.block_tokens / bs),
+        ("max_prompt", profile.max_prompt),
+        ("prompts_clipped", prompts_clipped),
+        ("output_scale", spec.output_scale),
+        ("max_output", profile.max_output),
+        ("outputs_clipped", outputs_clipped),
+    )
+    return VllmScenario(
+        profile.name,
+        seed,
+        num_blocks=num_blocks,
+        accept=rng.choice((0, 50, 80, 100)),
+        requests=tuple(requests),
+        workload=window.origin(scales),
+        **engine,
+    )
