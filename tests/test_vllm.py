@@ -31,9 +31,9 @@ from tracediff.models.vllm.model import MODEL
 from tracediff.models.vllm.scenario import Request, VllmScenario
 from tracediff.project.impls import ImplSpec
 
+WHY = adapter_module.problem()  # imports vLLM, once for the whole module
 pytestmark = pytest.mark.skipif(
-    adapter_module._MODULES is None,  # noqa: SLF001 - why vLLM is missing, for the reason
-    reason=f"vLLM is not importable ({adapter_module._PROBLEM}); `make setup` installs it",
+    bool(WHY), reason=f"vLLM is not importable ({WHY}); `make setup` installs it"
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +97,12 @@ def test_the_generator_is_pure_and_scenarios_round_trip() -> None:
         MODEL.load_profile("nope")
 
 
+def test_a_saved_regression_loads_as_its_scenario() -> None:
+    scenario = MODEL.generate(QUICK, 3)
+    saved = scenario.to_dict() | {"format": "tracediff-regression", "impls": ["vllm"]}
+    assert MODEL.scenario_from_dict(saved) == scenario
+
+
 def test_the_workload_profile_maps_traffic_windows_into_scenarios() -> None:
     profile = MODEL.load_profile("workload")
     plans = 0
@@ -121,7 +127,7 @@ def test_the_workload_profile_maps_traffic_windows_into_scenarios() -> None:
         {"block_size": 4.0},
         {"prefix_caching": 1},
         {"requests": [[0, 0, 8, 2, -1, 0, 0, -1]]},  # eight fields, not nine
-        {"extra": 1},
+        {"seed": -1.5},
         {"num_blocks": 2},  # the request does not fit alone
     ],
 )
@@ -211,7 +217,9 @@ def test_replay_and_state_diff_read_the_adapters_state(tmp_path: Path) -> None:
     assert state["running"] == [0] and state["requests"][0]["blocks"]
 
 
-def test_the_command_line_runs_and_covers_quick() -> None:
+def test_the_command_line_runs_covers_and_gates_quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run and coverage on quick; gate: the corpus of the planted bugs' shrunk scenarios
+    (scenarios/regressions/vllm), quick and its golden digests (golden/vllm)."""
     from tracediff.cli import main
 
     runner = CliRunner()
@@ -221,6 +229,10 @@ def test_the_command_line_runs_and_covers_quick() -> None:
     cov = runner.invoke(main, ["coverage", "--profile", "quick"])
     assert cov.exit_code == 0, cov.output
     assert "every required rule clause decided" in cov.output
+    monkeypatch.delenv("TRACEDIFF_REGRESSIONS")  # the repository's own corpus
+    gate = runner.invoke(main, ["gate", "--artifacts", "none-written"])
+    assert gate.exit_code == 0, gate.output
+    assert "all good: 65 scenarios" in gate.output
 
 
 def test_without_vllm_a_command_exits_2_naming_what_to_install() -> None:

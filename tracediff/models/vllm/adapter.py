@@ -127,6 +127,7 @@ def block_hash(value: Any) -> bytes:
     return hashlib.sha256(repr(value).encode()).digest()
 
 
+@functools.cache
 def _import() -> tuple[_VllmModules | None, str]:
     try:
         return _VllmModules(), ""
@@ -134,9 +135,9 @@ def _import() -> tuple[_VllmModules | None, str]:
         return None, f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-# vLLM is imported with this module (about 15 s): the model imports it only to run an
-# implementation, and the local executor's fork server preloads it once for its workers.
-_MODULES, _PROBLEM = _import()
+def problem() -> str:
+    """Why vLLM cannot be imported here ("" when it can); imports it (about 15 s) once."""
+    return _import()[1]
 
 
 def warm_up() -> None:
@@ -152,10 +153,23 @@ def warm_up() -> None:
 
 
 def vllm() -> _VllmModules:
-    """vLLM's modules; UsageError (exit 2, one line) naming what to install when absent."""
-    if _MODULES is None:
-        raise UsageError(f"the vllm model cannot import vLLM ({_PROBLEM}); {INSTALL_HINT}")
-    return _MODULES
+    """vLLM's modules, imported on first use (about 15 s); UsageError (one line) naming
+    what to install when they cannot be."""
+    modules, why = _import()
+    if modules is None:
+        raise UsageError(f"the vllm model cannot import vLLM ({why}); {INSTALL_HINT}")
+    return modules
+
+
+def preload() -> None:
+    """What the local executor's fork server runs before it forks workers
+    (``tracediff.models.vllm.preload``): vLLM's import and one tiny scheduler's warm-up,
+    paid once for every worker. A failure is left for the first scenario to report."""
+    if _import()[0] is not None:
+        try:
+            warm_up()
+        except Exception:  # noqa: BLE001 - the first scenario meets it again, and says so
+            pass
 
 
 @functools.cache
@@ -431,10 +445,3 @@ class CheckedVllmScheduler(VllmScheduler):
         record = super().update(now, sampled)
         self._recount(f"update at step {now}")
         return record
-
-
-if _MODULES is not None:
-    try:
-        warm_up()
-    except Exception:  # noqa: BLE001, S110 - a failure here shows where it happens again
-        pass

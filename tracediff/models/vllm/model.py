@@ -90,7 +90,11 @@ class VllmModel(BaseModel):
     commands: Mapping[str, str] = {"bench": "tracediff.models.vllm.commands.bench:bench"}
     # the fork server imports vLLM once (about 15 s) for every worker it forks, and only
     # when this model is loaded (tracediff.model.worker_modules)
-    worker_modules: tuple[str, ...] = ("tracediff.models.vllm.scenario", ADAPTER)
+    worker_modules: tuple[str, ...] = (
+        "tracediff.models.vllm.scenario",
+        ADAPTER,
+        "tracediff.models.vllm.preload",
+    )
     informational = coverage.INFORMATIONAL
 
     # -- scenarios

@@ -130,10 +130,8 @@ def scenario_from_dict(data: Any) -> VllmScenario:
     try:
         if not isinstance(data, dict):
             raise TypeError("not a map")
-        known = {"profile", "seed", "policy", "requests", "workload", *CONFIG, *FLAGS}
-        extra = sorted(set(data) - known)
-        if extra:
-            raise KeyError(f"unknown keys {extra}")
+        # other keys are ignored: a saved regression adds what found it (format, impls,
+        # signature, note, model) to the scenario's own
         config: dict[str, Any] = {name: _int(data[name]) for name in CONFIG}
         config.update({name: _bool(data[name]) for name in FLAGS})
         policy = data["policy"]
