@@ -283,3 +283,17 @@ def test_each_planted_bug_is_caught_explained_and_shrunk(name: str) -> None:
     assert shrunk.failing and shrunk.complete
     assert shrunk.signature == explained.signature
     assert shrunk.after[0] <= 4, (shrunk.before, shrunk.after)
+
+
+def test_the_bench_scenarios_are_valid_and_the_table_has_every_cell() -> None:
+    from tracediff.models.vllm.bench import bench_lines, bench_scenario, run_bench
+
+    for pressure in ("low", "high"):
+        MODEL.validate(bench_scenario(24, pressure))
+    cells = run_bench(adapter_module.VllmScheduler, MODEL.drive, (8, 16), ("low", "high"), 1)
+    assert [(c.requests, c.pressure) for c in cells] == [
+        (8, "low"), (16, "low"), (8, "high"), (16, "high"),
+    ]  # fmt: skip
+    assert all(c.plans > 0 and c.vllm_us > 0 and c.tracediff_us > 0 for c in cells)
+    lines = bench_lines("vllm", cells)
+    assert len(lines) == 1 + 4 and "tracediff µs/step" in lines[0]
