@@ -214,7 +214,7 @@ def test_replay_and_state_diff_read_the_adapters_state(tmp_path: Path) -> None:
     assert state["waiting"] == [0] and state["running"] == []
     impl.schedule(0)
     state = impl.state()
-    assert state["running"] == [0] and state["requests"][0]["blocks"]
+    assert state["running"] == [0] and state["reqs"][0]["blocks"]
 
 
 def test_the_command_line_runs_covers_and_gates_quick(monkeypatch: pytest.MonkeyPatch) -> None:

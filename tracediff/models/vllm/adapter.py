@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import inspect
 import io
 import json
 import logging
@@ -119,7 +118,6 @@ class _VllmModules:
         init_none_hash(block_hash)
         self.get_request_block_hasher = get_request_block_hasher
         self.scheduler_fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
-        self.request_params = set(inspect.signature(Request.__init__).parameters)
 
 
 def block_hash(value: Any) -> bytes:
@@ -388,7 +386,8 @@ class VllmScheduler:
             "waiting": [_rid(r.request_id) for r in _queue_order(s.waiting)],
             "running": [_rid(r.request_id) for r in s.running],
             "free": self.free_blocks(),
-            "requests": requests,
+            # not "requests": replay --state lays out a key of that name as specdec's
+            "reqs": requests,
         }
 
     # -- helpers --------------------------------------------------------------------
