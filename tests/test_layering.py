@@ -5,7 +5,8 @@ Rules that hold today and must keep holding:
 * click only in ``tracediff/cli/`` and a model's own commands (``tracediff/models/*/commands/``;
   the pytest plugin and the core never parse options);
 * rich only there and in ``tracediff/report/`` (the core never prints);
-* torch only in ``tracediff/models/specdec/live/`` (the live engine's optional extra);
+* torch only in ``tracediff/models/specdec/live/`` (the live engine's optional extra) and the
+  vllm model's adapter (vLLM's KV cache spec takes a torch dtype; the vllm extra);
 * ``compare/`` never imports ``report/`` (presenters read what comparison produced);
 * the core (everything outside ``tracediff/models/``) imports nothing of a model, not even
   inside a function: it reaches one through the seam, ``tracediff.model``; and a model
@@ -24,6 +25,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tracediff"
 
@@ -291,10 +294,11 @@ def _beyond_the_model_api(imports: list[Import], model: str) -> list[str]:
     return sorted(wrong)
 
 
-def test_kvbatch_uses_only_what_a_users_model_may_import() -> None:
-    """kvbatch was added with nothing in the core changed; it reaches the core only through
-    the documented model API, as a model in another distribution would."""
-    model = "tracediff.models.kvbatch"
+@pytest.mark.parametrize("model", ["tracediff.models.kvbatch", "tracediff.models.vllm"])
+def test_kvbatch_and_vllm_use_only_what_a_users_model_may_import(model: str) -> None:
+    """kvbatch was added with nothing in the core changed, vllm with one optional hook
+    (``adapt_impl``); they reach the core only through the documented model API, as a model
+    in another distribution would."""
     imports = [imp for imp in _all_imports() if imp.importer.startswith(model)]
     assert len(imports) > 20  # the scan sees the model
     assert _beyond_the_model_api(imports, model) == []
@@ -372,8 +376,9 @@ def test_no_model_holds_process_code() -> None:
     assert "tracediff.process.pipes" in layout
 
 
-def test_torch_only_in_the_live_engine() -> None:
-    assert _outside(("tracediff.models.specdec.live",), "torch") == []
+def test_torch_only_in_the_live_engine_and_the_vllm_adapter() -> None:
+    allowed = ("tracediff.models.specdec.live", "tracediff.models.vllm.adapter")
+    assert _outside(allowed, "torch") == []
 
 
 def test_comparison_never_imports_the_presenters() -> None:

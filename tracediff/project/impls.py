@@ -251,6 +251,11 @@ def load(spec: ImplSpec) -> Factory:
                 f"implementation {spec.name!r}: module {module_name!r} has no attribute "
                 f"{attr_path!r}"
             ) from None
+    # the model may wrap what was named (vllm: a subclass of vLLM's Scheduler becomes a
+    # factory of its adapter); optional, docs/models.md "Driving an implementation"
+    adapt = getattr(_model(), "adapt_impl", None)
+    if adapt is not None:
+        obj = adapt(obj, spec.name)
     if not callable(obj):
         raise ImplementationError(
             f"implementation {spec.name!r}: {spec.target} is not callable; it must be a "

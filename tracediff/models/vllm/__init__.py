@@ -1,0 +1,1 @@
+"""vLLM's own scheduler as a tracediff model (docs/vllm.md)."""

@@ -1,0 +1,1 @@
+"""The vllm model's own commands."""
