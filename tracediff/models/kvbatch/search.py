@@ -22,6 +22,8 @@ def size_key(scenario: KVScenario, plans: int) -> tuple[int, ...]:
         sum(r.arrival for r in reqs),
         scenario.num_blocks + scenario.token_budget + scenario.max_running,
         scenario.step_per_token,
+        sum(1 for r in reqs if r.priority != 1),
+        sum(abs(r.id - n) for n, r in enumerate(reqs)),
     )
 
 
@@ -106,6 +108,57 @@ def _fewest_blocks(s: KVScenario) -> int:
     return max((blocks_for(r.prompt + r.output, s.block_size) for r in s.requests), default=1)
 
 
+def _close_gaps(shrink: Shrinking) -> None:
+    """Each gap between consecutive arrivals closed: the later requests move earlier by it
+    (order and spacing kept), every gap at once first, then one at a time."""
+    order = sorted(range(len(shrink.best.requests)), key=lambda i: shrink.best.requests[i].arrival)
+    if len(order) < 2:
+        return
+    reqs = shrink.best.requests
+    first = reqs[order[0]].arrival
+    shrink.consider(
+        dataclasses.replace(
+            shrink.best, requests=tuple(dataclasses.replace(r, arrival=first) for r in reqs)
+        )
+    )
+    for position in range(1, len(order)):
+        reqs = shrink.best.requests
+        ranked = sorted(reqs, key=lambda r: r.arrival)
+        if position >= len(ranked):
+            return
+        gap = ranked[position].arrival - ranked[position - 1].arrival
+        if gap <= 0:
+            continue
+        later = {r.id for r in ranked[position:]}
+        moved = tuple(
+            dataclasses.replace(r, arrival=r.arrival - gap) if r.id in later else r for r in reqs
+        )
+        shrink.consider(dataclasses.replace(shrink.best, requests=moved))
+
+
+def _plain_requests(shrink: Shrinking) -> None:
+    """Fields a request no longer needs dropped (priority back to 1, all at once), then ids
+    renumbered 0..n-1 in their order."""
+    reqs = shrink.best.requests
+    plain = tuple(dataclasses.replace(r, priority=1) for r in reqs)
+    if plain != reqs:
+        shrink.consider(dataclasses.replace(shrink.best, requests=plain))
+    renumbered = tuple(dataclasses.replace(r, id=n) for n, r in enumerate(shrink.best.requests))
+    if renumbered != shrink.best.requests:
+        shrink.consider(dataclasses.replace(shrink.best, requests=renumbered))
+
+
+def _simplest_config(shrink: Shrinking) -> None:
+    """The planner's configuration normalised at once: the fewest blocks every request
+    fits in, a budget and a running limit of 1, a fixed step time."""
+    best = shrink.best
+    shrink.consider(
+        dataclasses.replace(
+            best, num_blocks=_fewest_blocks(best), token_budget=1, max_running=1, step_per_token=0
+        )
+    )
+
+
 PASSES: tuple[ShrinkPass, ...] = (
     ("delete requests", _delete_requests),
     ("shorten outputs", _per_request("output", 1, _output)),
@@ -116,4 +169,7 @@ PASSES: tuple[ShrinkPass, ...] = (
     ("smaller token budget", _param("token_budget", lambda s: 1)),
     ("fewer running", _param("max_running", lambda s: 1)),
     ("fixed step time", _param("step_per_token", lambda s: 0)),
+    ("simplest configuration", _simplest_config),
+    ("close arrival gaps", _close_gaps),
+    ("plain requests", _plain_requests),
 )
