@@ -1,0 +1,108 @@
+"""Shrinking past local minima: ddmin's subsets and complements, the escape when the passes
+stall above SMALL_SIZE (combinations, then fuzzed scenarios seeded from the best), and the
+report of a repro that stays above it (docs/shrinking.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Hashable, Sequence
+
+from tracediff.models.specdec.scenario.generator import generate
+from tracediff.models.specdec.scenario.model import Scenario
+from tracediff.models.specdec.scenario.profiles import load_profile
+from tracediff.project.impls import ImplSpec, parse_impl
+from tracediff.running.runner import IDENTICAL, ScenarioResult, run_scenario
+from tracediff.search.shrink import (
+    BUDGET,
+    SMALL_SIZE,
+    ShrinkOptions,
+    ShrinkResult,
+    compare_signature,
+    shrink,
+)
+
+REFERENCE = parse_impl("reference")
+SLOT_TIEBREAK = parse_impl("tests.impls.slot_tiebreak:SlotTieBreakScheduler")
+GROUPING = parse_impl("tests.impls.grouping:PrefillBlindGroupScheduler")
+
+
+def _quick(seed: int) -> Scenario:
+    return generate(load_profile("quick"), seed)
+
+
+def _bytes(result: ShrinkResult) -> bytes:
+    return json.dumps(result.shrunk.to_dict(), sort_keys=True).encode()
+
+
+def _shrink_twice(seed: int, impl: ImplSpec) -> ShrinkResult:
+    specs = (REFERENCE, impl)
+    first = shrink(_quick(seed), specs, signature_fn=compare_signature)
+    again = shrink(_quick(seed), specs, signature_fn=compare_signature)
+    assert _bytes(first) == _bytes(again)
+    assert (first.attempts, first.improvements, first.escapes) == (
+        again.attempts,
+        again.improvements,
+        again.escapes,
+    )
+    assert first.failing and first.complete, first.stop_reason()
+    after = run_scenario(first.shrunk, specs)
+    assert compare_signature(first.shrunk, after, specs) == first.signature
+    return first
+
+
+def test_the_slot_tiebreak_from_a_32_request_seed_shrinks_to_at_most_4() -> None:
+    """The issue's first case: quick seed 24 (32 requests, 116 plans), the CLI's signature."""
+    assert len(_quick(24).requests) == 32
+    result = _shrink_twice(24, SLOT_TIEBREAK)
+    assert result.after[0] <= SMALL_SIZE, (result.after, result.stop_reason())
+
+
+def test_a_grouping_bug_from_a_16_request_seed_shrinks_to_at_most_4() -> None:
+    """The issue's second case: a pruning group without the prefill row, from quick seed 18
+    (16 requests); it needs a decoding lane and a prompt waiting to be prefilled."""
+    assert len(_quick(18).requests) == 16
+    result = _shrink_twice(18, GROUPING)
+    assert result.after[0] <= 2, (result.after, result.stop_reason())
+
+
+def test_an_escape_finds_a_scenario_no_single_step_reaches() -> None:
+    """A signature that only scenarios of 10 or more requests have, or the two requests 0
+    and 9 alone: the passes keep requests 0..9, where no deletion step, merge or ddmin chunk
+    (contiguous) reaches {0, 9}; the combinations of the escape do, the same way twice."""
+
+    def far_pair(
+        scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec]
+    ) -> Hashable | None:
+        ids = sorted(r.id for r in scenario.requests)
+        if len(ids) >= 10 or (len(ids) == 2 and ids == [0, 9]):
+            return "far"
+        return None
+
+    scenario = _quick(18)  # 16 requests, ids 0..15
+    specs = (REFERENCE, REFERENCE)
+    options = ShrinkOptions(max_evaluations=1000)
+    first = shrink(scenario, specs, signature_fn=far_pair, options=options)
+    again = shrink(scenario, specs, signature_fn=far_pair, options=options)
+    assert _bytes(first) == _bytes(again) and first.escapes == again.escapes
+    assert first.after[0] == 2, (first.after, first.escapes)
+    assert any("combinations" in line for line in first.escapes), first.escapes
+
+
+def test_a_repro_left_above_4_says_so_and_why() -> None:
+    result = shrink(
+        _quick(24),
+        (REFERENCE, SLOT_TIEBREAK),
+        options=ShrinkOptions(max_evaluations=5),
+    )
+    assert result.stopped == BUDGET and result.after[0] > SMALL_SIZE
+    reason = result.stop_reason()
+    assert f"above the target of {SMALL_SIZE}" in reason
+    assert "stopped before it could look further" in reason
+
+
+def test_a_scenario_that_does_not_diverge_is_left_alone() -> None:
+    scenario = dataclasses.replace(_quick(18), seed=18)
+    assert run_scenario(scenario, (REFERENCE, REFERENCE)).status == IDENTICAL
+    result = shrink(scenario, (REFERENCE, REFERENCE))
+    assert not result.failing and result.escapes == ()
