@@ -71,7 +71,7 @@ def _specs(impl: str) -> tuple[Any, ...]:
 
     if _model_of(impl) == "specdec":
         return (parse_impl("reference"), parse_impl(impl))
-    builtin = get("kvbatch").builtin_impls  # type: ignore[attr-defined]
+    builtin = get("kvbatch").builtin_impls
     return (ImplSpec("reference", builtin["reference"]), ImplSpec(impl.split(":")[1], impl))
 
 
@@ -142,7 +142,15 @@ def measure(impls: list[str], jobs: int, per_size: int | None, twice: bool) -> d
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         seeds = dict(zip(impls, pool.map(diverging, impls, [per_size] * len(impls)), strict=True))
         work = [(impl, seed, twice) for impl in impls for seed, _size in seeds[impl]]
-        rows = list(pool.map(shrink_one, work))
+        rows = []
+        for row in pool.map(shrink_one, work):
+            rows.append(row)
+            print(
+                f"{row['impl'].split(':')[1]} seed {row['seed']}: {row['before']} -> "
+                f"{row['size']} in {row['evaluations']} evaluations, {row['seconds']} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return {"rows": rows, "per_size": per_size}
 
 
