@@ -53,7 +53,7 @@ def test_its_draws_shrink_to_within_one_access_of_the_minimum(tmp_path: Path, se
 
 
 def test_its_generator_fuzzes_and_finds_the_bug(tmp_path: Path) -> None:
-    done = td(tmp_path, "fuzz", "--impl", "reference", "--impl", "fifo", "--max-examples", "100",
+    done = td(tmp_path, "fuzz", "--impl", "reference", "--impl", "fifo", "--max-examples", "400",
               "--seed", "3")  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "DIVERGED" in done.stdout and "decision" in done.stdout

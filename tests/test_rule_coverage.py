@@ -90,11 +90,11 @@ def test_the_exact_floats_regime_leaves_the_other_seeds_as_they_were() -> None:
     without = dataclasses.replace(
         QUICK, generator=dataclasses.replace(QUICK.generator, exact_floats_seeds="")
     )
-    assert QUICK.generator.exact_floats_seeds == "108..125"
-    for seed in (0, 55, 107):
+    assert QUICK.generator.exact_floats_seeds == "108..125,127,146,148,149"
+    for seed in (0, 55, 107, 126):
         assert generate(QUICK, seed) == generate(without, seed)
     exact = generate(QUICK, 108)
-    assert exact != generate(without, 108)
+    assert exact != generate(without, 108) and generate(QUICK, 149) != generate(without, 149)
     assert exact.params.alpha == 1.0 and exact.truth.duration_drift == 0.0
     assert all(r.accept_base == r.accept_decay == 1.0 for r in exact.requests)
 

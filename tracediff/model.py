@@ -33,6 +33,7 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -390,10 +391,13 @@ _REQUIRED: Sequence[str] = tuple(
 
 def worker_modules() -> tuple[str, ...]:
     """What a worker process should import before its first task (the local executor's fork
-    server does, once): for every model this process has loaded, its module and the
-    modules it names in its optional ``worker_modules`` (its driver, engine, schema and
-    built-in implementations). A model that names none has them imported by each worker
-    when its first task needs them."""
+    server does, once): the module of every model this process has loaded, and the modules
+    the model *in effect* names in its optional ``worker_modules`` (its driver, engine,
+    schema and built-in implementations). Only that model's: another model loaded in passing
+    (``tracediff models`` lists them all) must not make every worker carry its imports (the
+    vllm model's are vLLM itself, 1.5 GB of address space under a worker's memory limit). A
+    model that names none has them imported by each worker when its first task needs them."""
+    wanted = os.environ.get("TRACEDIFF_MODEL", "").strip() or _configured_model()
     found: list[str] = []
     for name, target in sorted(_entry_points().items()):
         module = target.partition(":")[0]
@@ -404,9 +408,20 @@ def worker_modules() -> tuple[str, ...]:
         except UsageError:
             continue
         found.append(module)
-        extra = getattr(model, "worker_modules", ())
-        found.extend(m for m in extra if isinstance(m, str))
+        if name == wanted:
+            extra = getattr(model, "worker_modules", ())
+            found.extend(m for m in extra if isinstance(m, str))
     return tuple(dict.fromkeys(found))
+
+
+def _configured_model() -> str:
+    """The model the project configures (``[tool.tracediff] model``), else the default."""
+    try:
+        from tracediff.project.config import load_config
+
+        return load_config().model or DEFAULT_MODEL
+    except Exception:  # noqa: BLE001 - a broken configuration fails where it is read
+        return DEFAULT_MODEL
 
 
 def of(scenario: Any) -> DecisionModel:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -17,11 +19,12 @@ def all_differences_renderable(found: AllDifferences, names: tuple[str, str]) ->
     if found.identical:
         return Text(f"identical: {plural(a, 'record')} in each", style="bold green")
     head = Text(
-        f"{found.differing:,} of {max(a, b):,} records differ (A {names[0]}: {a:,} records, "
-        f"B {names[1]}: {b:,}); {plural(len(found.groups), 'field')} differ",
+        f"{found.differing:,} of {max(a, b):,} records differ (A {Path(names[0]).name}: "
+        f"{a:,} records, B {Path(names[1]).name}: {b:,}); "
+        f"{plural(len(found.groups), 'field')} differ",
         style="bold red",
     )
-    table = Table(header_style="bold", title="every difference, by field (first seen first)")
+    table = Table(header_style="bold", title="every difference, by field")
     for column in ("field", "kind", "records", "first at", "A", "B"):
         table.add_column(column, overflow="fold")
     for group in found.groups[:MAX_ROWS]:

@@ -524,17 +524,25 @@ class Shrinker:
         self.pass_name = "escape: fuzz"
         tried = 0
         stop: list[_Stop] = []
+        # Hypothesis runs the example it found once more: the answer must be the same,
+        # though the candidate is the best by then (consider would say no)
+        answers: dict[str, bool] = {}
 
         def kept(candidate: Scenario) -> bool:
             nonlocal tried
+            relabelled = _relabel(self.model, candidate, label)
+            key = _canonical(relabelled)
+            if key in answers:
+                return answers[key]
             if stop or self.attempts >= limit:
                 return False
             tried += 1
             try:
-                return self.consider(_relabel(self.model, candidate, label))
+                answers[key] = self.consider(relabelled)
             except _Stop as reason:
                 stop.append(reason)
                 return False
+            return answers[key]
 
         config = settings(
             max_examples=limit - self.attempts,
