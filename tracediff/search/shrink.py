@@ -110,6 +110,9 @@ COMBINATIONS_SHARE = 0.2  # of the evaluations left, per escape, for the combina
 FUZZ_SHARE = 0.15  # ... and for the fuzzed scenarios
 FUZZ_EXAMPLES = 400  # fuzzed scenarios per escape at most
 DDMIN_ABOVE = SMALL_SIZE  # delete_runs adds ddmin's subsets and complements above this
+# A model's pass whose name starts with this runs only in an escape (after the combinations,
+# before the fuzzed scenarios), not in every round: an expensive search of its own.
+ESCAPE_PASS = "escape: "
 
 # Why a search stopped (ShrinkResult.stopped).
 MINIMUM = "minimum"  # a whole round of passes accepted nothing: 1-minimal w.r.t. the passes
@@ -406,6 +409,7 @@ class Shrinker:
         self.best_result: ScenarioResult | None = None
         self.best_key: tuple[int, ...] = ()
         self.escapes: list[str] = []
+        self._escape_passes: list[tracediff.model.ShrinkPass] = []
         # the sequence (items, rebuild) a pass last deleted from whose length is the
         # model's size: the escape's combinations are taken from it
         self._size_sequence: (
@@ -453,7 +457,9 @@ class Shrinker:
         )
 
     def _loop(self) -> None:
-        passes = self.model.shrink_passes()
+        every = self.model.shrink_passes()
+        passes = [p for p in every if not p[0].startswith(ESCAPE_PASS)]
+        self._escape_passes = [p for p in every if p[0].startswith(ESCAPE_PASS)]
         while True:
             before = self.best_key
             for name, run_pass in passes:
@@ -461,7 +467,11 @@ class Shrinker:
                 run_pass(self)
             if self.best_key != before:
                 continue
-            if self.model.size(self.best) <= SMALL_SIZE or not self._escape():
+            size = self.model.size(self.best)
+            if size > SMALL_SIZE:
+                if not self._escape():
+                    return
+            elif size <= 1 or not self._combinations(size - 1):
                 return
 
     # -- out of a local minimum ------------------------------------------------------------
@@ -473,14 +483,25 @@ class Shrinker:
         best's profile (Hypothesis, seeded from the best's bytes). True when one was kept:
         the passes then polish it. Deterministic: only counts and the best decide."""
         size = self.model.size(self.best)
-        found = self._combinations()
+        found = self._combinations(SMALL_SIZE)
+        for name, run_pass in self._escape_passes:
+            if found:
+                break
+            self.pass_name = name
+            before = self.best_key
+            run_pass(self)
+            found = self.best_key != before
+            what = "found one" if found else "nothing"
+            self.escapes.append(f"at {size}: {name.removeprefix(ESCAPE_PASS)}, {what}")
         if not found:
             found = self._fuzz_smaller()
         if not found:
             self.escapes.append(f"at {size}: nothing smaller")
         return found
 
-    def _combinations(self) -> bool:
+    def _combinations(self, most: int) -> bool:
+        """Every combination of at most ``most`` of the best's items (a sample, seeded from
+        the best, when they are more than the share of the evaluations left allows)."""
         sequence = self._size_sequence
         if sequence is None:
             return False
@@ -490,9 +511,9 @@ class Shrinker:
             return False
         limit = self.attempts + max(1, int((self.budget - self.attempts) * COMBINATIONS_SHARE))
         tried = 0
-        self.pass_name = "escape: combinations"
+        self.pass_name = "escape: combinations" if len(base) > SMALL_SIZE else "fewer items"
         rng = random.Random(_digest(self.best))
-        for k in range(1, min(SMALL_SIZE, len(base) - 1) + 1):
+        for k in range(1, min(most, len(base) - 1) + 1):
             every = math.comb(len(base), k)
             if every <= max(0, limit - self.attempts):
                 chosen: Iterable[tuple[int, ...]] = itertools.combinations(range(len(base)), k)
@@ -503,11 +524,13 @@ class Shrinker:
                     break
                 tried += 1
                 if self.consider(rebuild(tuple(base[i] for i in kept))):
-                    self.escapes.append(
-                        f"at {len(base)}: {k} of them kept after {tried} combinations"
-                    )
+                    if len(base) > SMALL_SIZE:
+                        self.escapes.append(
+                            f"at {len(base)}: {k} of them kept after {tried} combinations"
+                        )
                     return True
-        self.escapes.append(f"at {len(base)}: {tried} combinations of at most {SMALL_SIZE}")
+        if len(base) > SMALL_SIZE:
+            self.escapes.append(f"at {len(base)}: {tried} combinations of at most {most}")
         return False
 
     def _fuzz_smaller(self) -> bool:

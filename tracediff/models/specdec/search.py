@@ -179,6 +179,58 @@ def keep_earliest(s: Shrinking) -> None:
             low = middle
 
 
+AROUND_SHARE = 0.2  # of the evaluations left, per escape, for the scenarios around the best
+AROUND_TRIES = 300  # ... and at most this many
+
+
+def around_the_best(s: Shrinking) -> None:
+    """Small scenarios made from the best's own requests, mutated: 1 to SMALL_REQUESTS of
+    them, each kept or changed in the ways the signature most often hangs on (arrival
+    with another kept request or at 0, length halved or doubled, prompt 1, its lane's
+    features off), under the best's parameters with the verification budget as it is or
+    scaled to the requests kept. A fuzz aimed at the signature: every draw comes from a
+    ``random.Random`` seeded with the best's bytes, so the same best gives the same tries."""
+    import hashlib
+    import json
+    import random
+
+    base = s.best
+    requests = list(base.requests)
+    if len(requests) <= SMALL_REQUESTS:
+        return
+    text = json.dumps(base.to_dict(), sort_keys=True).encode()
+    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
+    limit = s.attempts + min(AROUND_TRIES, max(1, int((s.budget - s.attempts) * AROUND_SHARE)))
+    budget = base.params.verify_budget
+    for _ in range(AROUND_TRIES * 4):
+        if s.attempts >= limit or len(s.best.requests) <= SMALL_REQUESTS:
+            return
+        k = rng.randint(1, SMALL_REQUESTS)
+        kept = sorted(rng.sample(range(len(requests)), k))
+        chosen = [requests[i] for i in kept]
+        arrivals = [r.arrival_us for r in chosen] + [0]
+        mutated = []
+        for r in chosen:
+            changes: dict[str, Any] = {}
+            if rng.random() < 0.3:
+                changes["arrival_us"] = rng.choice(arrivals)
+            if rng.random() < 0.3:
+                changes["max_new"] = max(1, rng.choice((r.max_new // 2, r.max_new * 2)))
+            if rng.random() < 0.2:
+                changes["prompt_len"] = 1
+            if rng.random() < 0.2:
+                changes.update(rng.choice(list(FEATURES_OFF.values())))
+            updated = dataclasses.replace(r, **changes)
+            if updated.stop_at > updated.max_new:
+                updated = dataclasses.replace(updated, stop_at=updated.max_new)
+            mutated.append(updated)
+        params = base.params
+        if rng.random() < 0.5:
+            scaled = max(k, -(-budget * k // len(requests)))
+            params = dataclasses.replace(params, verify_budget=min(budget, scaled))
+        s.consider(dataclasses.replace(base, params=params, requests=tuple(mutated)))
+
+
 def try_small_generated(s: Shrinking) -> None:
     """Fresh small scenarios (1 to SMALL_REQUESTS requests) with the same scheduler
     parameters, drawn by the seeded generator: some bugs need a particular combination
@@ -455,7 +507,6 @@ def canonical_ids(s: Shrinking) -> None:
 PASSES: tuple[ShrinkPass, ...] = (
     ("keep earliest requests", keep_earliest),
     ("delete requests", delete_requests),
-    ("small generated scenarios", try_small_generated),
     ("merge requests", merge_while_many),
     ("switch features off", switch_features_off),
     ("defaults at once", defaults_at_once),
@@ -469,6 +520,10 @@ PASSES: tuple[ShrinkPass, ...] = (
     ("close arrival gaps", close_gaps),
     ("round floats", round_floats),
     ("canonical ids", canonical_ids),
+    # not in every round: only when a whole round stalls above SMALL_REQUESTS (the core's
+    # escape, after its combinations of at most 4 requests)
+    ("escape: small generated scenarios", try_small_generated),
+    ("escape: around the best", around_the_best),
 )
 
 
