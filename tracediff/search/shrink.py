@@ -513,7 +513,10 @@ class Shrinker:
         tried = 0
         self.pass_name = "escape: combinations" if len(base) > SMALL_SIZE else "fewer items"
         rng = random.Random(_digest(self.best))
-        for k in range(1, min(most, len(base) - 1) + 1):
+        sizes = list(range(1, min(most, len(base) - 1) + 1))
+        if len(base) > SMALL_SIZE:  # then fewer than the best, if not at most SMALL_SIZE
+            sizes += list(range(len(base) - 2, most, -1))
+        for k in sizes:
             every = math.comb(len(base), k)
             if every <= max(0, limit - self.attempts):
                 chosen: Iterable[tuple[int, ...]] = itertools.combinations(range(len(base)), k)
@@ -530,7 +533,7 @@ class Shrinker:
                         )
                     return True
         if len(base) > SMALL_SIZE:
-            self.escapes.append(f"at {len(base)}: {tried} combinations of at most {most}")
+            self.escapes.append(f"at {len(base)}: {tried} combinations of fewer items")
         return False
 
     def _fuzz_smaller(self) -> bool:

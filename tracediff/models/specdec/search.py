@@ -184,12 +184,13 @@ AROUND_TRIES = 300  # ... and at most this many
 
 
 def around_the_best(s: Shrinking) -> None:
-    """Small scenarios made from the best's own requests, mutated: 1 to SMALL_REQUESTS of
-    them, each kept or changed in the ways the signature most often hangs on (arrival
-    with another kept request or at 0, length halved or doubled, prompt 1, its lane's
-    features off), under the best's parameters with the verification budget as it is or
-    scaled to the requests kept. A fuzz aimed at the signature: every draw comes from a
-    ``random.Random`` seeded with the best's bytes, so the same best gives the same tries."""
+    """Smaller scenarios made from the best's own requests, mutated: 1 to SMALL_REQUESTS of
+    them in half the tries, more (but fewer than the best) in the others, each kept or
+    changed in the ways a signature most often hangs on (arrival with another kept request
+    or at 0, length halved or doubled, prompt 1, its lane's features off), under the best's
+    parameters with the verification budget as it is or scaled to the requests kept. A
+    fuzz aimed at the signature: every draw comes from a ``random.Random`` seeded with the
+    best's bytes, so the same best gives the same tries."""
     import hashlib
     import json
     import random
@@ -203,9 +204,15 @@ def around_the_best(s: Shrinking) -> None:
     limit = s.attempts + min(AROUND_TRIES, max(1, int((s.budget - s.attempts) * AROUND_SHARE)))
     budget = base.params.verify_budget
     for _ in range(AROUND_TRIES * 4):
-        if s.attempts >= limit or len(s.best.requests) <= SMALL_REQUESTS:
+        if s.attempts >= limit or len(s.best.requests) < len(requests):
             return
-        k = rng.randint(1, SMALL_REQUESTS)
+        # half the tries at most SMALL_REQUESTS, half between that and the best's size
+        small = rng.random() < 0.5 or len(requests) - 1 <= SMALL_REQUESTS
+        k = (
+            rng.randint(1, SMALL_REQUESTS)
+            if small
+            else rng.randint(SMALL_REQUESTS + 1, len(requests) - 1)
+        )
         kept = sorted(rng.sample(range(len(requests)), k))
         chosen = [requests[i] for i in kept]
         arrivals = [r.arrival_us for r in chosen] + [0]
