@@ -154,33 +154,34 @@ def measure(impls: list[str], jobs: int, per_size: int | None, twice: bool) -> d
     return {"rows": rows, "per_size": per_size}
 
 
-def _summary(rows: list[dict[str, Any]]) -> str:
-    sizes = [r["size"] for r in rows]
-    evals = [r["evaluations"] for r in rows]
-    secs = [r["seconds"] for r in rows]
-    return (
-        f"{statistics.median(sizes):g} / {max(sizes)} | "
-        f"{statistics.median(evals):g} / {max(evals)} | "
-        f"{statistics.median(secs):.1f} / {max(secs):.1f}"
-    )
+def _cell(rows: list[dict[str, Any]], field: str, digits: int = 0) -> str:
+    if not rows:
+        return "n/a"
+    values = [r[field] for r in rows]
+    if not digits:  # counts: a median may be a half
+        return f"{statistics.median(values):g} / {max(values)}"
+    return f"{statistics.median(values):.{digits}f} / {max(values):.{digits}f}"
 
 
 def markdown(after: dict[str, Any], before: dict[str, Any] | None) -> str:
+    """One row per implementation: median / worst of the repro's size, the evaluations and
+    the seconds, before and after, over the same seeds."""
     lines = [
-        "| implementation | seeds | before: size med / worst \\| evaluations \\| s "
-        "| after: size med / worst \\| evaluations \\| s | above 4 after |",
-        "|---|---|---|---|---|",
+        "| implementation | seeds | size before | size after | evaluations before "
+        "| evaluations after | s before | s after | above 4 after |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     impls = list(dict.fromkeys(r["impl"] for r in after["rows"]))
     for impl in impls:
         rows = [r for r in after["rows"] if r["impl"] == impl]
-        old = [r for r in (before or {}).get("rows", []) if r["impl"] == impl]
         seeds = {r["seed"] for r in rows}
+        old = [r for r in (before or {}).get("rows", []) if r["impl"] == impl]
         old = [r for r in old if r["seed"] in seeds]
-        above = [f"{r['seed']}:{r['size']}" for r in rows if r["size"] > 4]
+        above = ", ".join(f"seed {r['seed']}: {r['size']}" for r in rows if r["size"] > 4)
         lines.append(
-            f"| {impl.split(':')[1]} | {len(rows)} | {_summary(old) if old else 'n/a'} "
-            f"| {_summary(rows)} | {', '.join(above) or 'none'} |"
+            f"| {impl.split(':')[1]} | {len(rows)} | {_cell(old, 'size')} | {_cell(rows, 'size')} "
+            f"| {_cell(old, 'evaluations')} | {_cell(rows, 'evaluations')} "
+            f"| {_cell(old, 'seconds', 1)} | {_cell(rows, 'seconds', 1)} | {above or 'none'} |"
         )
     return "\n".join(lines)
 
