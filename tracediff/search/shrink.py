@@ -48,6 +48,18 @@ divergence explanation of ``compare/`` replace it without touching the passes.
 **Never run a candidate twice.** Candidates are cached by their canonical form; passes
 often regenerate a candidate another pass already tried.
 
+**Out of local minima.** A greedy search stops where no single step helps, and where that
+is depends on the start. So, for every model: the adaptive deletion of ``delete_runs`` is
+followed, above ``SMALL_SIZE`` (4) items, by ddmin's subsets and complements
+(:meth:`Shrinker.ddmin`); and when a whole round accepts nothing while the best is above 4,
+the search *escapes* (:meth:`Shrinker._escape`): every combination of at most 4 of the
+items (then of fewer than the best), the model's passes named ``escape: ...`` (kept out of
+the rounds: they are searches of their own), then scenarios of at most 4 fuzzed by
+Hypothesis from the best's profile with a ``Random`` seeded from the best's bytes. What it
+finds, the passes polish. Each escape spends a share of the evaluations left and decides
+on nothing but the best, so it is as deterministic as the rest. A repro still above 4 says
+so in :meth:`ShrinkResult.stop_reason`, with what the escapes tried (docs/shrinking.md).
+
 Passes run in a loop until a whole round accepts nothing. Each candidate runs under the
 per-candidate timeout, so a candidate that makes an implementation spin is a rejected
 candidate (or, when the original hung, an interesting one), not a hung shrinker; a hang
