@@ -553,7 +553,7 @@ class Shrinker:
         if strategy is None:
             return False
         from hypothesis import HealthCheck, Phase, find, settings
-        from hypothesis.errors import NoSuchExample
+        from hypothesis.errors import NoSuchExample, Unsatisfiable
 
         size = self.model.size(self.best)
         share = max(1, int((self.budget - self.attempts) * FUZZ_SHARE))
@@ -592,7 +592,7 @@ class Shrinker:
         try:
             find(strategy, kept, settings=config, random=random.Random(_digest(label)))
             found = True
-        except NoSuchExample:
+        except (NoSuchExample, Unsatisfiable):  # none found, or none of at most 4 drawn
             found = False
         if stop:
             raise stop[0]
