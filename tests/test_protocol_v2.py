@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,39 @@ def test_a_worker_and_its_process_share_one_cpu_while_it_runs(
         assert os.sched_getaffinity(unpinned.process.popen.pid) == allowed
     finally:
         unpinned.process.close()
+
+
+@pytest.mark.parametrize("versions", [(1, 2), (1,)])
+def test_a_reply_too_many_is_the_finding_of_the_scenario_that_sent_it(
+    monkeypatch: pytest.MonkeyPatch, versions: tuple[int, ...]
+) -> None:
+    """Its 'ok' after the last plan of BAD_SEED was read by the next scenario's reset,
+    which then blamed a later, innocent scenario (or, on the last scenario, nobody)."""
+    monkeypatch.setattr(external, "PROTOCOL_VERSIONS", versions)
+    external._FACTORIES.clear()
+    specs = (parse_impl("reference"), parse_impl(f"bad={MISBEHAVE} extra"))
+    reference = run_scenario(_quick(BAD_SEED), specs[:1])
+    result = run_scenario(_quick(BAD_SEED), specs)
+    assert result.status == ERROR and result.failed_impl == "bad"
+    assert result.plan == reference.impls[0].plans  # pinned to the scenario's last plan
+    assert "bad sent a 'ok' message after the scenario's last reply" in result.message
+    assert "a reply too many" in result.message
+    for seed in (BAD_SEED + 1, BAD_SEED + 2):  # the process was replaced: nothing left over
+        assert run_scenario(_quick(seed), specs).status == IDENTICAL
+    external._FACTORIES.clear()
+
+
+def test_bytes_unasked_when_a_process_is_taken_retire_it_unread() -> None:
+    factory = ExecFactory("served", SERVE)
+    scheduler = factory(_quick(0))
+    process = scheduler.process
+    os.write(process._in, pipes.frame({"type": "state"}))  # its reply: nobody's
+    deadline = time.monotonic() + 10
+    while not process._readable.poll(0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    del scheduler
+    gc.collect()  # the scenario is over: the process goes back, a reply unread
+    again = factory(_quick(1))
+    assert again.process is not process and process.broken
+    assert _digest(_quick(1), again) == _reference_digest(_quick(1))
+    again.process.close()

@@ -1,6 +1,7 @@
 """A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
 
-    python tests/impls/misbehave.py garbage|die|hang|noise|version|error|hog|complete|loose|deep
+    python tests/impls/misbehave.py MODE   (garbage|die|hang|noise|version|error|hog|complete|
+                                            loose|deep|extra)
 
 On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
 (``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
@@ -11,8 +12,11 @@ plan with the protocol's error message; ``hog`` allocates 4 GB (a MemoryError un
 after plan ``BAD_AT`` (under protocol version 2 a request sent ahead of others). ``loose``
 breaks nothing: on every scenario it encodes each plan record's number as a 64-bit integer
 (valid msgpack that decodes to the same record, but not tracediff's canonical bytes).
-``deep`` adds to plan ``BAD_AT``'s record a key whose value is nested 80 levels deep. Every
-other scenario is the reference's.
+``deep`` adds to plan ``BAD_AT``'s record a key whose value is nested 80 levels deep.
+``extra`` answers the last plan of scenario ``BAD_SEED`` (the one after every request
+retired) and then, in the same write, one reply too many: an ``ok`` nobody asked for.
+``MISBEHAVE_SEED`` in the environment overrides ``BAD_SEED``. Every other scenario is the
+reference's.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from tracediff.models.specdec.scenario.model import Scenario  # noqa: E402
 from tracediff.models.specdec.sched.reference import ReferenceScheduler  # noqa: E402
 from tracediff.trace import encode  # noqa: E402
 
-BAD_SEED = 1
+BAD_SEED = int(os.environ.get("MISBEHAVE_SEED", "1"))
 BAD_AT = 3
 MODE = sys.argv[1] if len(sys.argv) > 1 else "garbage"
 
@@ -80,6 +84,39 @@ class _OldServer(serve.Server):
         return super().handle(message)
 
 
+class _ExtraServer(serve.Server):
+    """One ``ok`` too many after the last plan of scenario BAD_SEED (``extra``)."""
+
+    retired: set[int]
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        if message["type"] == "reset":
+            self.retired = set()
+        reply = super().handle(message)
+        if reply["type"] == "retired":
+            self.retired.update(reply["ids"])
+        scenario = self.scenario
+        if (
+            reply["type"] == "plan"
+            and reply["record"].get("round") is None
+            and scenario is not None
+            and scenario.seed == BAD_SEED
+            and len(self.retired) == len(scenario.requests)
+        ):
+            EXTRA.append({"type": "ok"})
+        return reply
+
+
+EXTRA: list[dict[str, Any]] = []
+
+
+def _extra_frame(message: dict[str, Any]) -> bytes:
+    """The reply, then any reply too many."""
+    data = _canonical_frame(message) + b"".join(_canonical_frame(m) for m in EXTRA)
+    EXTRA.clear()
+    return data
+
+
 def _loose_frame(message: dict[str, Any]) -> bytes:
     """A plan reply whose record's ``plan`` is a uint 64 (0xcf): equal values, other bytes."""
     record = message.get("record")
@@ -105,7 +142,10 @@ if __name__ == "__main__":
     os.dup2(2, 1)
     if MODE == "version":
         serve.Server = _OldServer  # type: ignore[misc]
+    _canonical_frame = serve.frame
     if MODE == "loose":
-        _canonical_frame = serve.frame
         serve.frame = _loose_frame  # type: ignore[assignment]
+    if MODE == "extra":
+        serve.Server = _ExtraServer  # type: ignore[misc]
+        serve.frame = _extra_frame  # type: ignore[assignment]
     sys.exit(serve.serve(Misbehaving, f"misbehave-{MODE}", 0, PROTOCOL_FD))

@@ -110,6 +110,11 @@ class ProcessImpl:
         )
         return reply.get("value")
 
+    def end_scenario(self) -> None:
+        """The driver's end of the scenario: a reply sent after the last one asked for is
+        this scenario's finding, not the next scenario's."""
+        self.process.check_unasked("after the scenario's last reply")
+
     def state(self) -> Any:
         if STATE not in self.process.capabilities:
             return {"note": f"{self.process.name} does not report its state"}

@@ -429,6 +429,39 @@ class ExternalProcess:
             raise
         return True
 
+    def unasked(self) -> str | None:
+        """What the process sent that no request asked for, once every reply due was read
+        (None when nothing): a reply too many, which is the fault of the scenario that sent
+        it, not of the next one that would read it. One poll with no wait: the bytes of a
+        reply too many sent with, or right after, the last one due."""
+        if self._ahead or self.broken:
+            return None
+        if self._readable.poll(0):
+            chunk = self._read()
+            if not chunk:
+                return None  # it ended (or nothing after all): the next request finds out
+            self._buffer += chunk
+        buffer = self._buffer
+        if not buffer:
+            return None
+        if len(buffer) >= 4:
+            size = int.from_bytes(buffer[:4], "big")
+            if size <= MAX_MESSAGE_BYTES and len(buffer) >= 4 + size:
+                try:
+                    kind = self._parser(bytes(buffer[4 : 4 + size]))["type"]
+                except ProtocolError:
+                    pass
+                else:
+                    return f"a {bounded(repr(kind), 80)} message"
+        return f"{len(buffer)} bytes"
+
+    def check_unasked(self, when: str) -> None:
+        """Raise ExternalFault (and kill the process) when it sent something unasked
+        (:meth:`unasked`); ``when`` says after what, e.g. ``after the scenario's last reply``."""
+        sent = self.unasked()
+        if sent is not None:
+            self.fail(f"sent {sent} {when}, with no request to answer (a reply too many)")
+
     def _answer(self, what: str, expect: str) -> dict[str, Any]:
         try:
             reply = self._receive(what, keep_bytes=expect == self.keep_bytes)
@@ -664,7 +697,8 @@ class ProcessPool:
                 gc.collect(generation)  # adapters of scenarios that are over give theirs back
             while self._idle:
                 process = self._idle.pop()
-                if process.alive and process.settle():
+                # bytes unasked here are a scenario's before: not this one's to answer for
+                if process.alive and process.settle() and process.unasked() is None:
                     self._lent += 1
                     return process
                 process.kill()

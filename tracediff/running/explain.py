@@ -109,7 +109,8 @@ def raised_in(exc: BaseException, model: DecisionModel | None = None) -> str:
     """Where an implementation raised, as the driver call it was in: ``plan()``,
     ``complete()``, ``arrive()``; ``engine`` when the driver or engine refused what it
     returned (a malformed plan, a round the engine cannot run); ``driver`` when the driver
-    itself stopped it (stopped planning, runaway); ``encode`` for an unencodable record.
+    itself stopped it (stopped planning, runaway); ``encode`` for an unencodable record;
+    ``end_scenario()`` for what its end-of-scenario hook raised (a process's reply too many).
 
     Read from the traceback: the frame after the driver's ``drive`` is the call it made
     (the model's :meth:`~tracediff.model.DecisionModel.engine_files` say where its driver
@@ -125,6 +126,10 @@ def raised_in(exc: BaseException, model: DecisionModel | None = None) -> str:
         # the timed decision (running/record.py) calls the implementation's own method
         if frame.name == "_decide" and frame.filename == _RECORD_FILE:
             return f"{frames[position + 1].name}()"
+        # the end of the scenario (running/record.py): what the implementation sent unasked
+        if frame.name == "_ended" and frame.filename == _RECORD_FILE:
+            if any(later.name == "end_scenario" for later in frames[position + 1 :]):
+                return "end_scenario()"
     at = None
     for position, frame in enumerate(frames):
         if frame.name == "drive" and frame.filename.endswith(driver_file):

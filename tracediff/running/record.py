@@ -47,7 +47,18 @@ def drive(scenario: Any, impl: Any, *, check: bool = True) -> Iterator[Record]:
     """The records ``impl`` (an implementation instance, or a wrapper of one) produces for
     ``scenario``, header first, from the scenario's model; the driver reads its own copy."""
     model = models.of(scenario)
-    return model.drive(model.private_copy(scenario), impl, check=check)
+    records = model.drive(model.private_copy(scenario), impl, check=check)
+    end = getattr(impl, "end_scenario", None)
+    return records if end is None else _ended(records, end)
+
+
+def _ended(records: Iterator[Record], end: Callable[[], Any]) -> Iterator[Record]:
+    """``records``, then ``end()`` once the driver finished the scenario (not when it is
+    stopped part-way): the optional hook of an implementation that checks something at the
+    end, like one in another process that sent a reply nobody asked for. What it raises is
+    a finding pinned to the scenario's last decision."""
+    yield from records
+    end()
 
 
 def start(
@@ -88,6 +99,8 @@ class TimedScheduler:
             # the driver's optional announcement of a step's calls (an implementation in
             # another process writes them at once): forwarded, or it would never be seen
             self.begin_step = self._forward("begin_step")
+        if callable(getattr(inner, "end_scenario", None)):
+            self.end_scenario = self._forward("end_scenario")  # see drive()
 
     def _forward(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -190,6 +190,11 @@ class ExternalScheduler:
             self.process.fail(f"sent retired ids that are not a list of integers: {ids!r}")
         return ids
 
+    def end_scenario(self) -> None:
+        """The driver's end of the scenario: a reply sent after the last one asked for is
+        this scenario's finding (pinned to its last plan), not the next scenario's."""
+        self.process.check_unasked("after the scenario's last reply")
+
     def state(self) -> dict[str, Any]:
         if STATE not in self.process.capabilities:
             return {"note": f"{self.process.name} does not report its state"}
