@@ -12,6 +12,7 @@ from junitparser import Failure, JUnitXml
 
 from tracediff.cli import main
 from tracediff.errors import ScenarioError, TraceFormatError
+from tracediff.filenames import scenario_tag
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.profiles import load_profile
 from tracediff.project.corpus import load_corpus, save_scenario
@@ -74,9 +75,10 @@ def test_findings_exit_1_with_explanations_and_artifacts(tmp_path: Path) -> None
     assert cases["quick:40"].is_passed
     assert "| decision | `plan: round.lanes[*].prefix` | 1 | quick:37" in md.read_text()
     kept = sorted(p.name for p in (tmp_path / "artifacts" / "quick").iterdir())
+    tag = scenario_tag(generate(load_profile("quick"), 37))  # the scenario's content
     assert kept == [
-        "quick-37-reference.trace",
-        "quick-37-tests.impls.stale_advance_StaleAdvanceScheduler.trace",
+        f"quick-37-{tag}-reference.trace",
+        f"quick-37-{tag}-tests.impls.stale_advance_StaleAdvanceScheduler.trace",
     ]
     # the kept report reads back, and the kept traces explain the same way
     report = tmp_path / "artifacts" / "report.json"

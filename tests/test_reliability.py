@@ -8,6 +8,7 @@ finding (status, implementation, plan, message) *and* that the other scenarios w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from tests.impls.hog import HOG_SEED
 from tests.impls.malformed import BAD_AT, BAD_SEED
 from tracediff.cli import main
 from tracediff.errors import JournalError
+from tracediff.filenames import scenario_tag
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
 from tracediff.models.specdec.scenario.profiles import load_profile
@@ -192,10 +194,26 @@ def test_a_diverged_scenario_keeps_its_traces_in_a_worker_too(tmp_path: Path) ->
     summary = run_scenarios(scenarios([12]), options)
     (result,) = summary.results
     assert result.status == DIVERGED
+    tag = scenario_tag(scenarios([12])[0])
     assert sorted(Path(path).name for path in result.artifacts) == [
-        "quick-12-reference.trace",
-        "quick-12-tests.impls.skewed_SkewedScheduler.trace",
+        f"quick-12-{tag}-reference.trace",
+        f"quick-12-{tag}-tests.impls.skewed_SkewedScheduler.trace",
     ]
+
+
+def test_two_findings_of_one_profile_and_seed_keep_traces_of_their_own(tmp_path: Path) -> None:
+    """Two scenarios labelled quick:12 (two shrunk repros of one seed in a corpus, two
+    scenario files): each finding's traces are named for its content, none overwritten."""
+    whole = scenarios([12])[0]
+    fewer = dataclasses.replace(whole, requests=whole.requests[:1])
+    options = RunOptions(
+        impls=against("tests.impls.skewed:SkewedScheduler"), jobs=1, artifacts=str(tmp_path)
+    )
+    summary = run_scenarios([whole, fewer], options)
+    assert [r.status for r in summary.results] == [DIVERGED, DIVERGED]
+    kept = [Path(path) for r in summary.results for path in r.artifacts]
+    assert len({p.name for p in kept}) == 4 and all(p.is_file() for p in kept)
+    assert scenario_tag(whole) != scenario_tag(fewer)
 
 
 def test_artifacts_that_cannot_be_written_are_noted_not_raised(tmp_path: Path) -> None:
@@ -401,3 +419,21 @@ def test_workers_hung_in_c_code_die_with_a_killed_tracediff(
             os.kill(pid, signal.SIGKILL)
     assert len(family) >= 4
     assert not survivors, "workers outlived tracediff"
+
+
+def test_the_comparison_imports_deepdiff_without_numpy() -> None:
+    """deepdiff imports numpy when installed (1.2 GB of address space, and under a worker's
+    --memory-limit an import that never returns): the comparison loads it without, and numpy
+    still imports afterwards for whatever needs it."""
+    code = (
+        "import sys, importlib.util\n"
+        "import tracediff.compare.fields\n"
+        "assert 'numpy' not in sys.modules, 'deepdiff pulled numpy in'\n"
+        "if importlib.util.find_spec('numpy') is not None:\n"
+        "    import numpy\n"
+        "    assert numpy.zeros(2).sum() == 0\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

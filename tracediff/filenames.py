@@ -10,9 +10,12 @@ which also refuses a directory that a symbolic link leads elsewhere.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from tracediff.errors import OutputError
 
@@ -30,6 +33,18 @@ def component(*parts: object) -> str:
     text = "-".join(str(part) for part in parts)
     name = _UNSAFE.sub("_", text).lstrip(".")[:MAX_COMPONENT]
     return name or "_"
+
+
+TAG_CHARS = 8
+
+
+def scenario_tag(scenario: Any) -> str:
+    """Eight hex digits of the sha256 of a scenario's canonical JSON: in the name of what a
+    finding keeps, so that two findings whose scenarios share a profile and a seed (two
+    shrunk repros of one seed in the corpus, scenario files, fuzz finds) never overwrite each
+    other's files, while the same scenario always gets the same name."""
+    text = json.dumps(scenario.to_dict(), sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:TAG_CHARS]
 
 
 def inside(directory: str | os.PathLike[str], *names: str, what: str = "output") -> Path:

@@ -191,13 +191,16 @@ def _explain_failures(
     or hangs is a finding there too, never the end of tracediff or a wait without end."""
     import tracediff
     from tracediff.project.corpus import save_scenario
+    from tracediff.search.shrink import signature_slug
 
     names = tuple(spec.arg for spec in specs)
     keep = Path(settings.artifacts(artifacts)) / "fuzz"
     for failure, path in zip(failures, saved, strict=True):
         scenario = failure.shrunk.shrunk
         if path is None:
-            path = str(save_scenario(scenario, keep))  # the corpus's own file form, atomically
+            # the corpus's own file form, atomically, named for the signature and the
+            # scenario's content: two findings never share a file
+            path = str(save_scenario(scenario, keep, signature_slug(failure.signature)))
         shown = settings.project().relative(path)
         compared = tracediff.compare_implementations(scenario, names, jobs=2, timeout=timeout_s)
         for comparison in compared.findings:

@@ -24,11 +24,10 @@ no ULP distance: their size says nothing about the cause.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
-
-from deepdiff import DeepDiff
 
 from tracediff.compare.floats import relative_error, ulp_distance
 from tracediff.compare.model import (
@@ -42,6 +41,33 @@ from tracediff.compare.model import (
     VALUE,
     FieldChange,
 )
+
+
+def _import_deepdiff() -> Any:
+    """``deepdiff.DeepDiff``, imported without numpy unless numpy is loaded already.
+
+    deepdiff imports numpy whenever it is installed (for it, numpy is optional), and numpy's
+    import reserves about 1.2 GB of address space: under a worker's ``--memory-limit`` it
+    never returns (OpenBLAS retries its allocations, one CPU at 100 %), so an explanation of
+    a finding in a capped worker hung. tracediff's records hold plain msgpack values, never
+    numpy ones, so deepdiff is given none: ``import numpy`` fails for the moment of its
+    import (a ``None`` in ``sys.modules``), and works again after it for whatever else wants
+    numpy."""
+    if "numpy" in sys.modules:
+        from deepdiff import DeepDiff as loaded
+
+        return loaded
+    sys.modules["numpy"] = None  # type: ignore[assignment]
+    try:
+        from deepdiff import DeepDiff as loaded
+    finally:
+        if "numpy" in sys.modules and sys.modules["numpy"] is None:
+            del sys.modules["numpy"]
+    return loaded
+
+
+DeepDiff = _import_deepdiff()
+
 
 Columns = Mapping[str, Sequence[str]]
 

@@ -16,7 +16,7 @@ from typing import Any
 from tracediff import model as models
 from tracediff.errors import NESTING, ScenarioError, TraceFormatError, UsageError
 from tracediff.filenames import component, inside
-from tracediff.model import DecisionModel, Scenario
+from tracediff.model import DecisionModel, Scenario, claim
 
 DEFAULT_DIR = "scenarios/regressions"
 # A corpus scenario is run under the profile name "regression:<profile>", so that a report
@@ -115,7 +115,8 @@ def load_scenario(path: str | Path) -> Scenario:
                 f"reads {list(REGRESSION_VERSIONS)} (save it again with tracediff shrink --save)",
             )
     try:
-        found: Scenario = model_of(data, name).scenario_from_dict(data)
+        model = model_of(data, name)
+        found: Scenario = claim(model, model.scenario_from_dict(data))
         return found
     except ScenarioError as exc:
         raise ScenarioError(f"{name}: {exc}; fix or remove the file") from None
@@ -140,12 +141,19 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
     return data
 
 
-def save_scenario(scenario: Scenario, directory: str | Path) -> Path:
-    """Write a scenario into a corpus as ``<profile>-<seed>.json``; returns the path."""
+def save_scenario(scenario: Scenario, directory: str | Path, finding: str | None = None) -> Path:
+    """Write a scenario into a corpus as ``<profile>-<seed>.json`` (with a ``finding``, its
+    signature's slug: ``<profile>-<seed>-<finding>-<content tag>.json``, unique per
+    finding); returns the path."""
     from tracediff.atomic import write_text_atomic
 
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    path = inside(root, f"{component(scenario.profile, scenario.seed)}.json", what="corpus")
+    parts: tuple[object, ...] = (scenario.profile, scenario.seed)
+    if finding is not None:
+        from tracediff.filenames import scenario_tag
+
+        parts += (finding, scenario_tag(scenario))
+    path = inside(root, f"{component(*parts)}.json", what="corpus")
     write_text_atomic(str(path), json.dumps(scenario_document(scenario), indent=1) + "\n")
     return path

@@ -50,7 +50,7 @@ from tracediff.compare.equivalence import Equivalence, FloatTally, within
 from tracediff.errors import SchedulerFault
 from tracediff.executor import Executor, Limits, Outcome, ScenarioTimeout, open_executor, time_limit
 from tracediff.executor.call import Interrupted, passes_through
-from tracediff.filenames import component, inside
+from tracediff.filenames import component, inside, scenario_tag
 from tracediff.model import DecisionModel, Scenario
 from tracediff.outcomes import Status
 from tracediff.project.impls import ImplSpec
@@ -525,9 +525,14 @@ def keep_artifacts(
     """Re-run a diverged scenario into trace files; a failure to write them is noted in the
     result's message, never raised (the divergence is the finding, the files a courtesy)."""
     kept: list[str] = []
+    # named for the scenario's content too: a finding never overwrites another's traces
+    tag = scenario_tag(scenario)
     try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
         for spec in specs:
-            kept.append(write_trace(scenario, spec, directory))
+            name = component(scenario.profile, scenario.seed, tag, spec.name)
+            path = str(inside(directory, f"{name}.trace", what="trace"))
+            kept.append(write_trace(scenario, spec, directory, path))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - disk full, or a flaky implementation
         note = f"could not keep the traces in {directory}: {type(exc).__name__}: {exc}"
         message = f"{result.message}\n{note}" if result.message else note
