@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
-from tracediff.model import Profile, Scenario
+from tracediff.model import Profile, Scenario, claim
 from tracediff.project.seeds import parse_seeds
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def scenarios_of(
         chosen = parse_seeds(seeds)
     else:
         chosen = sorted(set(seeds))
-    return [model.generate(loaded, seed) for seed in chosen]
+    return [claim(model, model.generate(loaded, seed)) for seed in chosen]
 
 
 def _is_profile(what: object) -> bool:

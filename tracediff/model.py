@@ -397,7 +397,7 @@ def worker_modules() -> tuple[str, ...]:
     (``tracediff models`` lists them all) must not make every worker carry its imports (the
     vllm model's are vLLM itself, 1.5 GB of address space under a worker's memory limit). A
     model that names none has them imported by each worker when its first task needs them."""
-    wanted = os.environ.get("TRACEDIFF_MODEL", "").strip() or _configured_model()
+    wanted = _effective_model()
     found: list[str] = []
     for name, target in sorted(_entry_points().items()):
         module = target.partition(":")[0]
@@ -414,6 +414,12 @@ def worker_modules() -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def _effective_model() -> str:
+    """The name of the model in effect (``--model``, ``$TRACEDIFF_MODEL``, the
+    configuration's, else the default)."""
+    return os.environ.get("TRACEDIFF_MODEL", "").strip() or _configured_model()
+
+
 def _configured_model() -> str:
     """The model the project configures (``[tool.tracediff] model``), else the default."""
     try:
@@ -424,10 +430,60 @@ def _configured_model() -> str:
         return DEFAULT_MODEL
 
 
+# The attribute that names the model a scenario or profile object came from (set by
+# :func:`claim`; pickled with the object, so a worker process knows it too).
+OWNER_ATTR = "_tracediff_model"
+# Which models claimed objects of each class (a class of builtins is never noted).
+_CLAIMED: dict[type, set[str]] = {}
+
+
+def claim(model: DecisionModel | str, obj: Any) -> Any:
+    """Note that ``obj`` (a scenario or profile that ``model`` made: generated, read from a
+    dict or a trace, loaded) is ``model``'s, so that :func:`of` knows it rather than guess;
+    returns ``obj``. The core calls it where a model hands it such an object. The name is
+    kept on the object when it takes attributes (a dataclass does, frozen or not; copies
+    and pickles keep it), and for its class: objects made from it later by the model's own
+    code (a shrunk or mutated scenario) are known by their class."""
+    name = model if isinstance(model, str) else model.name
+    cls = type(obj)
+    if cls.__module__ != "builtins":
+        _CLAIMED.setdefault(cls, set()).add(name)
+    try:
+        object.__setattr__(obj, OWNER_ATTR, name)
+    except (AttributeError, TypeError):  # slots, builtins: known by the class alone
+        pass
+    return obj
+
+
+def generate(profile: Any, seed: int) -> Any:
+    """The scenario of ``seed`` in ``profile``, by the profile's model (:func:`of`), claimed
+    as that model's."""
+    model = of(profile)
+    return claim(model, model.generate(profile, seed))
+
+
 def of(scenario: Any) -> DecisionModel:
-    """The model a scenario object belongs to (by its class's module: a model's scenarios
-    are defined under its package), the default model when none claims it."""
-    return get(_owner(type(scenario).__module__))
+    """The model a scenario (or profile) object belongs to: the one that made it
+    (:func:`claim`), else the one that made objects of its class, else the model whose
+    package defines its class, else the model in effect (``--model``, the configuration),
+    else the default. A class two models made objects of goes to the one in effect when it
+    is one of them."""
+    try:
+        named = vars(scenario).get(OWNER_ATTR)
+    except TypeError:  # no __dict__
+        named = None
+    if isinstance(named, str):
+        return get(named)
+    claimed = _CLAIMED.get(type(scenario))
+    if claimed is not None and len(claimed) == 1:
+        return get(next(iter(claimed)))
+    owner = _owner(type(scenario).__module__)
+    if not claimed:
+        return get(owner or _effective_model())
+    effective = _effective_model()
+    if effective in claimed:
+        return get(effective)
+    return get(owner if owner in claimed else min(claimed))
 
 
 @functools.cache

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracediff.model import DECISION as DECISION_TYPE
+from tracediff.model import claim
 from tracediff.project.impls import ImplSpec
 from tracediff.trace import TraceReader, encode
 from tracediff.trace.checked import trace_model
@@ -147,7 +148,7 @@ def replay_generic(
     from tracediff.trace.checked import checked_records
 
     checker = model.trace_checker(reader.header, reader.name)
-    scenario = checker.scenario
+    scenario = claim(model, checker.scenario)
     impl = Guarded(construct(spec.name, factory(spec), model.private_copy(scenario)), spec.name)
     decide = getattr(impl, model.decide)
     owed: deque[dict[str, Any]] = deque()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from tracediff.executor import DONE, Executor, Notify, Outcome, grace, open_executor, time_limit
-from tracediff.model import DecisionModel, Profile, Scenario, of
+from tracediff.model import DecisionModel, Profile, Scenario, generate, of
 from tracediff.project import current_model
 
 FORMAT = "tracediff-coverage"
@@ -165,7 +165,7 @@ def coverage_task(work: CoverageWork, _progress: Any, _notify: Notify) -> Scenar
     """One seed in a worker: generate its scenario and measure it, within the time limit."""
     profile = work.profile
     with time_limit(work.timeout_s):
-        return scenario_coverage(of(profile).generate(profile, work.seed), work.impl)
+        return scenario_coverage(generate(profile, work.seed), work.impl)
 
 
 def coverage(

@@ -11,7 +11,7 @@ from typing import Any
 from tracediff.campaign.store import CampaignStore, Row, Totals
 from tracediff.compare.model import DEFAULT_CONTEXT, Divergence
 from tracediff.executor import DONE, Executor, Limits, Outcome
-from tracediff.model import Profile, of
+from tracediff.model import Profile, generate
 from tracediff.project.impls import ImplSpec
 from tracediff.running.runner import (
     IDENTICAL,
@@ -171,7 +171,7 @@ def _campaign_task(
     from tracediff.running.explain import ExplainWork, explain_task
 
     profile, specs, limits = work.profile, work.specs, work.limits
-    scenario = of(profile).generate(profile, work.seed)
+    scenario = generate(profile, work.seed)
     result: ScenarioResult = run_task(ScenarioWork(scenario, specs, limits), progress, notify)
     if result.status == IDENTICAL:
         return result, None
@@ -234,4 +234,4 @@ def _row(
 
 
 def _scenario(options: CampaignOptions, seed: int) -> Any:
-    return of(options.profile).generate(options.profile, seed)
+    return generate(options.profile, seed)

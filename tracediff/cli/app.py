@@ -450,13 +450,14 @@ def resolve_scenarios(profile_name: str | None, seeds: Sequence[int] | None) -> 
     from tracediff.project import current_model
 
     model = current_model()
+    from tracediff.model import claim
     from tracediff.project.profiles import load_profile
 
     profile = load_profile(model, default_profile(profile_name))
     seeds = tuple(seeds) if seeds is not None else profile.seeds
     if not seeds:
         raise UsageError(f"profile {profile.name!r} names no seeds; pass --seeds")
-    return [model.generate(profile, seed) for seed in seeds]
+    return [claim(model, model.generate(profile, seed)) for seed in seeds]
 
 
 def check_output_file(path: str | None, flag: str) -> None:

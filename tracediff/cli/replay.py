@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -59,6 +60,7 @@ def replay(
 
     if until is not None and until < 1:
         raise UsageError(f"--until must be a plan number (1 or more), got {until}")
+    _use_trace_model(trace)
     if len(impls) > 2:
         raise UsageError(f"--impl takes one implementation, or two to compare; got {len(impls)}")
     if len(impls) == 2:
@@ -137,6 +139,27 @@ def replay(
         elif result.state_at:
             console.print(f"state {result.state_at}", markup=False)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDING)
+
+
+def _use_trace_model(trace: str) -> None:
+    """Make the trace's own model the one in effect, so that ``--impl`` names (``reference``)
+    are its implementations: a trace is replayed by its model, and another model's
+    ``reference`` would be blamed for not taking its scenario. A ``--model`` (or
+    ``$TRACEDIFF_MODEL``) naming another model than the trace's is refused (exit 2)."""
+    from tracediff.project import MODEL_ENV, current_model
+    from tracediff.trace import TraceReader
+    from tracediff.trace.checked import trace_model
+
+    wanted = trace_model(TraceReader(trace)).name
+    current = current_model().name
+    if wanted == current:
+        return
+    if os.environ.get(MODEL_ENV, "").strip():
+        raise UsageError(
+            f"{trace} is a trace of the model {wanted!r}, not of {current!r} (--model or "
+            f"${MODEL_ENV}); replay it with --model {wanted}, or without --model"
+        )
+    os.environ[MODEL_ENV] = wanted  # as --model does: every resolution sees it
 
 
 def _replay_pair(

@@ -38,7 +38,7 @@ from tracediff.golden.manifest import (
     read_manifest,
     trace_path,
 )
-from tracediff.model import Scenario
+from tracediff.model import Scenario, claim
 from tracediff.project.impls import ImplSpec, parse_impl
 from tracediff.project.profiles import profile_options
 from tracediff.trace import TraceReader, first_difference
@@ -192,7 +192,7 @@ def profile_scenarios(
         raise UsageError(f"profile {profile.name!r} names no seeds; golden needs its seed set")
     wanted = None if seeds is None else set(seeds)
     chosen = [seed for seed in profile.seeds if wanted is None or seed in wanted]
-    return profile.name, [model.generate(profile, seed) for seed in chosen]
+    return profile.name, [claim(model, model.generate(profile, seed)) for seed in chosen]
 
 
 def check(

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tracediff import __version__
+from tracediff.model import claim
 from tracediff.process.framing import (
     ERROR,
     HELLO,
@@ -187,7 +188,8 @@ class GenericServer:
             return {"type": RETURN, "value": getattr(self.impl, method)(*args)}
         if kind == RESET:
             self.impl = None
-            self.impl = self.factory(self.model.scenario_from_dict(message.get("scenario")))
+            scenario = claim(self.model, self.model.scenario_from_dict(message.get("scenario")))
+            self.impl = self.factory(scenario)
             return {"type": OK}
         if kind == HELLO:
             return self.hello(message)

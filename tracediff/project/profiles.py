@@ -25,19 +25,20 @@ from typing import Any
 
 from tracediff import workload
 from tracediff.errors import ProfileError
-from tracediff.model import DEFAULT_MODEL, DecisionModel
+from tracediff.model import DEFAULT_MODEL, DecisionModel, claim
 
 PROFILES_ENV = "TRACEDIFF_PROFILES"
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few lines; a larger file is not one
 
 
 def load_profile(model: DecisionModel, name: str) -> Any:
-    """The profile ``name`` of ``model``, with its ``--workload`` file when it names one."""
+    """The profile ``name`` of ``model``, with its ``--workload`` file when it names one;
+    claimed as ``model``'s (:func:`tracediff.model.claim`), wherever its class is defined."""
     base, path = workload.split(name)
-    profile = _model_profile(model, base)
+    profile = claim(model, _model_profile(model, base))
     if path is None:
         return profile
-    return model.with_workload(profile, workload.load(workload.for_file(path)))
+    return claim(model, model.with_workload(profile, workload.load(workload.for_file(path))))
 
 
 def profile_options(name: str) -> str:

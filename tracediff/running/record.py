@@ -37,7 +37,8 @@ def factory(spec: ImplSpec) -> Factory:
 def instance(scenario: Any, spec: ImplSpec, *, guarded: bool = False) -> Any:
     """An implementation for ``scenario``, built from a private copy of it. ``guarded``:
     what its constructor and methods raise is ImplementationFailed."""
-    mine = models.of(scenario).private_copy(scenario)
+    model = models.of(scenario)
+    mine = models.claim(model, model.private_copy(scenario))
     if not guarded:
         return factory(spec)(mine)
     return Guarded(construct(spec.name, factory(spec), mine), spec.name)

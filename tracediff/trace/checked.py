@@ -37,7 +37,12 @@ def trace_model(reader: Any) -> DecisionModel:
 def trace_checker(reader: Any) -> Any:
     """The checker of ``reader``'s records; TraceFormatError for a header its model refuses.
     Its ``scenario`` is the header's scenario."""
-    return trace_model(reader).trace_checker(reader.header, reader.name)
+    model = trace_model(reader)
+    checker = model.trace_checker(reader.header, reader.name)
+    scenario = getattr(checker, "scenario", None)
+    if scenario is not None:
+        models.claim(model, scenario)
+    return checker
 
 
 @dataclass(frozen=True)
