@@ -766,9 +766,20 @@ def _retire_twice(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*records[: retire + 1], records[retire]]
 
 
+def _round_prefix_200(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    at = next(i for i, r in enumerate(records) if r["t"] == "plan" and r["round"] and r["round"][6])
+    row = list(records[at]["round"])
+    row[6] = [[lane[0], lane[1], 200, *lane[3:]] for lane in row[6]]  # prefix: at most 7
+    return [*records[:at], records[at] | {"round": row}, *records[at + 1 :]]
+
+
 @pytest.mark.parametrize(
     ("change", "needle"),
-    [(_retire_unarrived, "which has not arrived"), (_retire_twice, "which was retired before")],
+    [
+        (_retire_unarrived, "which has not arrived"),
+        (_retire_twice, "which was retired before"),
+        (_round_prefix_200, "a prefix of 200, outside 0..7"),
+    ],
 )
 def test_an_impossible_trace_is_the_file_s_fault_in_replay(
     tmp_path: Path, change: Any, needle: str

@@ -551,9 +551,15 @@ class TraceChecker:
             if row is not None and self._round_at is not None:
                 at, (request_at, prefix_at) = self._round_at
                 lanes = [(lane[request_at], lane[prefix_at]) for lane in row[at]]
-                # a round can only run requests that are there: arrived, not yet retired
-                for request, _prefix in lanes:
+                # a round can only run requests that are there: arrived, not yet retired, each
+                # with a prefix the engine runs (it refuses others: no recording holds one)
+                for request, prefix in lanes:
                     self._present(request, f"the round of plan {record['plan']} runs request")
+                    if type(prefix) is not int or not 0 <= prefix <= MAX_DRAFT:
+                        raise SchemaError(
+                            f"the round of plan {record['plan']} gives request {request} a "
+                            f"prefix of {_shown(prefix)}, outside 0..{MAX_DRAFT}"
+                        )
                 self._in_flight.append(_Round(record["plan"], lanes))
         elif kind == "retire":
             for request in record["requests"]:
