@@ -420,12 +420,23 @@ def _effective_model() -> str:
     return os.environ.get("TRACEDIFF_MODEL", "").strip() or _configured_model()
 
 
+# How the project's configuration names its model: installed by tracediff.project when it is
+# imported (the core's layers point one way: the project reads this module, never back).
+_configured: Callable[[], str | None] | None = None
+
+
+def set_configured_model(reader: Callable[[], str | None]) -> None:
+    """Install what reads ``[tool.tracediff] model`` (tracediff.project does)."""
+    global _configured
+    _configured = reader
+
+
 def _configured_model() -> str:
     """The model the project configures (``[tool.tracediff] model``), else the default."""
+    if _configured is None:
+        return DEFAULT_MODEL
     try:
-        from tracediff.project.config import load_config
-
-        return load_config().model or DEFAULT_MODEL
+        return _configured() or DEFAULT_MODEL
     except Exception:  # noqa: BLE001 - a broken configuration fails where it is read
         return DEFAULT_MODEL
 

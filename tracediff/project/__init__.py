@@ -227,6 +227,13 @@ def _model_name(config: Config) -> tuple[str, str]:
     return models.DEFAULT_MODEL, "default"
 
 
+def _configured_model_name() -> str | None:
+    return load_config().model
+
+
+models.set_configured_model(_configured_model_name)
+
+
 def current_model() -> DecisionModel:
     """The model in effect here: ``--model`` / $TRACEDIFF_MODEL, else the configuration's,
     else the default; what a name like ``reference`` or ``quick`` is looked up in."""
