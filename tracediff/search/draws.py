@@ -149,7 +149,14 @@ class _Reducer:
         return self.shrink.attempts >= self.shrink.budget
 
 
-def _delete(model: Any) -> Callable[[Shrinking], None]:
+Edit = Callable[[tuple[int, ...], int, int], "tuple[int, ...] | None"]
+
+
+def _over_runs(model: Any, edit: Edit) -> Callable[[Shrinking], None]:
+    """A pass that tries ``edit(choices, start, size)`` on every run of the best's choices,
+    runs of each size in RUNS, from the end (where a generator's last elements are), on the
+    best as it stands after each kept candidate; ``edit`` None: nothing to try there."""
+
     def run(shrink: Shrinking) -> None:
         reducer = _Reducer(model, shrink)
         for size in RUNS:
@@ -161,33 +168,31 @@ def _delete(model: Any) -> Callable[[Shrinking], None]:
                 drawn = reducer.current()
                 if drawn is None:
                     return
-                choices = drawn.choices
-                if start + size <= len(choices):
-                    reducer.attempt(choices[:start] + choices[start + size :])
+                if start + size <= len(drawn.choices):
+                    candidate = edit(drawn.choices, start, size)
+                    if candidate is not None:
+                        reducer.attempt(candidate)
                 start -= 1
 
     return run
+
+
+def _deleted(choices: tuple[int, ...], start: int, size: int) -> tuple[int, ...]:
+    return choices[:start] + choices[start + size :]
+
+
+def _zeroed(choices: tuple[int, ...], start: int, size: int) -> tuple[int, ...] | None:
+    if not any(choices[start : start + size]):
+        return None  # already the simplest
+    return choices[:start] + (0,) * size + choices[start + size :]
+
+
+def _delete(model: Any) -> Callable[[Shrinking], None]:
+    return _over_runs(model, _deleted)
 
 
 def _zero(model: Any) -> Callable[[Shrinking], None]:
-    def run(shrink: Shrinking) -> None:
-        reducer = _Reducer(model, shrink)
-        for size in RUNS:
-            drawn = reducer.current()
-            if drawn is None:
-                return
-            start = len(drawn.choices) - size
-            while start >= 0 and not reducer.out_of_budget():
-                drawn = reducer.current()
-                if drawn is None:
-                    return
-                choices = drawn.choices
-                block = choices[start : start + size]
-                if any(block):
-                    reducer.attempt(choices[:start] + (0,) * len(block) + choices[start + size :])
-                start -= 1
-
-    return run
+    return _over_runs(model, _zeroed)
 
 
 def _lower(model: Any) -> Callable[[Shrinking], None]:
