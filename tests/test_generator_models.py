@@ -94,3 +94,36 @@ def test_the_toys_draws_alone_shrink_within_one_job_of_its_hand_written_passes(
     assert done.returncode == 0, done.stderr
     sizes = json.loads(done.stdout)
     assert sizes and all(drawn <= hand + 1 for hand, drawn in sizes.values()), sizes
+
+
+def test_every_report_of_the_lru_model_speaks_its_words_not_the_schedulers(
+    tmp_path: Path,
+) -> None:
+    """The second user model's reports (run, gate's JUnit/Markdown/HTML/JSON, diff, show,
+    replay --state, coverage) hold none of the speculative-decoding scheduler's words."""
+    import re
+
+    from tests.test_toy_model import SPECDEC_WORDS
+
+    bug = ("--impl", "reference", "--impl", "fifo")
+    for impl, name in (("reference", "a.trace"), ("fifo", "b.trace")):
+        assert td(tmp_path, "record", "--seed", "8", "--impl", impl, "-o", name).returncode == 0
+    outputs = [
+        td(tmp_path, "run", *bug, "--json", "run.json"),
+        td(tmp_path, "gate", *bug, "--junit", "j.xml", "--markdown", "s.md", "--html", "r.html",
+           "--json", "g.json"),
+        td(tmp_path, "diff", "a.trace", "b.trace"),
+        td(tmp_path, "diff", "a.trace", "b.trace", "--all"),
+        td(tmp_path, "show", "a.trace"),
+        td(tmp_path, "replay", "a.trace", "--impl", "fifo", "--state"),
+        td(tmp_path, "coverage", "--json", "c.json"),
+    ]  # fmt: skip
+    assert outputs[0].returncode == 1 and outputs[2].returncode == 1
+    texts = [done.stdout + done.stderr for done in outputs]
+    for name in ("run.json", "j.xml", "s.md", "r.html", "g.json", "c.json"):
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        texts.append(re.sub(r"<(style|script)\b.*?</\1>", "", text, flags=re.S))
+    for text in texts:
+        text = re.sub(r"Dask\s+scheduler", "", text)
+        found = sorted({m.group(0).lower() for m in SPECDEC_WORDS.finditer(text)})
+        assert not found, f"speaks of {found}:\n{text[:3000]}"
