@@ -187,6 +187,19 @@ def test_signatures_of_one_cause_name_it() -> None:
     assert json_report.groups_to_list(found)[0]["causes"] == ["requests[*].pending_advance"]
 
 
+def test_a_cause_not_every_scenario_shares_says_in_how_many() -> None:
+    """One story: a group whose smallest scenario's states agreed (its panel says so) does
+    not claim a cause for the whole group; it says in how many scenarios the state differs."""
+    import dataclasses
+
+    d = _explain(STALE, 37)
+    assert d.state is not None
+    agreed = dataclasses.replace(d, state=None, state_note="the states agree", requests=0)
+    (group,) = group_signatures([d, agreed])
+    assert group.smallest is agreed
+    assert group.causes == (f"{d.state.cause} (in 1 of 2 scenarios)",)
+
+
 def test_states_agree_where_only_the_record_differs() -> None:
     d = _explain("tests.impls.summation:ReversedSumScheduler", 12)
     assert d.state is None and "agree" in d.state_note

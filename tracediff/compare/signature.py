@@ -34,8 +34,15 @@ def group_signatures(divergences: Iterable[Divergence]) -> tuple[SignatureGroup,
 
 
 def _causes(found: list[Divergence]) -> tuple[str, ...]:
+    """Where the states first differed, most frequent first; a cause that not every scenario
+    of the group shares says in how many it does, so that the table and the smallest
+    scenario's panel (which may be one whose states agreed) tell one story."""
     counts = Counter(d.state.cause for d in found if d.state is not None)
-    return tuple(cause for cause, _n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
+    ordered = sorted(counts.items(), key=lambda c: (-c[1], c[0]))
+    return tuple(
+        cause if n == len(found) else f"{cause} (in {n} of {len(found)} scenarios)"
+        for cause, n in ordered
+    )
 
 
 SLIM_CHANGES = 10
