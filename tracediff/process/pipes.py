@@ -694,7 +694,9 @@ class ProcessPool:
             if generation is not None:
                 if not self._lent:
                     break
-                gc.collect(generation)  # adapters of scenarios that are over give theirs back
+                # adapters of scenarios that are over, kept alive by a reference cycle of
+                # their owner's (tracediff's own wrappers keep none), give theirs back
+                gc.collect(generation)
             while self._idle:
                 process = self._idle.pop()
                 # bytes unasked here are a scenario's before: not this one's to answer for

@@ -82,6 +82,19 @@ def keep_decision_bytes(impl: Any) -> None:
         ask()
 
 
+_DECIDING: dict[tuple[type[Any], str], type[Any]] = {}
+
+
+def _deciding(cls: type[Any], name: str) -> type[Any]:
+    """``cls`` with its ``_decide`` also called ``name`` (the model's decision method): one
+    class per wrapper class and name, made once."""
+    found = _DECIDING.get((cls, name))
+    if found is None:
+        body = {name: cls._decide, "__module__": cls.__module__}
+        found = _DECIDING[(cls, name)] = type(cls.__name__, (cls,), body)
+    return found
+
+
 class TimedScheduler:
     """An implementation's driver interface (its model's ``methods``), forwarded, with the
     decision method timed (kept out of the compared bytes) and counted. The other methods
@@ -94,7 +107,10 @@ class TimedScheduler:
         for name in model.methods:
             if name != model.decide:
                 setattr(self, name, self._forward(name))
-        setattr(self, model.decide, self._decide)
+        # the decision method under the model's name, on a class (a bound method of self
+        # kept on self would be a reference cycle: the wrapper, its implementation and a
+        # process adapter's process would outlive the scenario until a garbage collection)
+        self.__class__ = _deciding(type(self), model.decide)
         self._decision = getattr(inner, model.decide)
         if callable(getattr(inner, "begin_step", None)):
             # the driver's optional announcement of a step's calls (an implementation in
