@@ -59,20 +59,40 @@ KVBATCH = [
     "tests.impls.kvbatch_broken:HitRepeatLeavesFreeTwice",
     "tests.impls.kvbatch_broken:OrdersById",
 ]
+VLLM = [  # vLLM's Scheduler subclasses: only when vLLM is importable
+    "tests.impls.vllm_broken:PreemptOldest",
+    "tests.impls.vllm_broken:BudgetOffByOne",
+    "tests.impls.vllm_broken:HitCapWholeBlocks",
+    "tests.impls.vllm_broken:ChunkBlockAligned",
+    "tests.impls.vllm_broken:StaleHitMemo",
+]
 
 
 def _model_of(impl: str) -> str:
-    return "kvbatch" if "kvbatch" in impl else "specdec"
+    for name in ("kvbatch", "vllm"):
+        if f"{name}_broken" in impl:
+            return name
+    return "specdec"
+
+
+def _in_effect(impl: str) -> None:
+    """Implementation names are looked up in the model in effect (vllm adapts a Scheduler
+    subclass): set it in this worker process."""
+    import os
+
+    os.environ["TRACEDIFF_MODEL"] = _model_of(impl)
 
 
 def _specs(impl: str) -> tuple[Any, ...]:
     from tracediff.model import get
     from tracediff.project.impls import ImplSpec, parse_impl
 
-    if _model_of(impl) == "specdec":
+    model = _model_of(impl)
+    if model == "specdec":
         return (parse_impl("reference"), parse_impl(impl))
-    builtin = get("kvbatch").builtin_impls
-    return (ImplSpec("reference", builtin["reference"]), ImplSpec(impl.split(":")[1], impl))
+    base = {"kvbatch": "reference", "vllm": "vllm"}[model]
+    builtin = get(model).builtin_impls
+    return (ImplSpec(base, builtin[base]), ImplSpec(impl.split(":")[1], impl))
 
 
 def _scenario(model_name: str, seed: int) -> Any:
@@ -90,6 +110,7 @@ def diverging(impl: str, per_size: int | None = None) -> list[tuple[int, int]]:
     from tracediff.model import get
     from tracediff.running.runner import IDENTICAL, run_scenario
 
+    _in_effect(impl)
     model = get(_model_of(impl))
     specs = _specs(impl)
     profile = model.load_profile("quick")
@@ -113,6 +134,7 @@ def shrink_one(job: tuple[str, int, bool]) -> dict[str, Any]:
     from tracediff.search.shrink import compare_signature, shrink
 
     impl, seed, twice = job
+    _in_effect(impl)
     specs = _specs(impl)
     scenario = _scenario(_model_of(impl), seed)
     started = time.perf_counter()
@@ -130,6 +152,7 @@ def shrink_one(job: tuple[str, int, bool]) -> dict[str, Any]:
         "seconds": round(seconds, 2),
         "stopped": result.stopped,
         "digest": hashlib.sha256(data).hexdigest()[:16],
+        "escapes": len(result.escapes),
     }
     if twice:
         again = shrink(scenario, specs, signature_fn=compare_signature)
@@ -138,20 +161,31 @@ def shrink_one(job: tuple[str, int, bool]) -> dict[str, Any]:
     return row
 
 
-def measure(impls: list[str], jobs: int, per_size: int | None, twice: bool) -> dict[str, Any]:
+def _save(table: dict[str, Any], path: str | None) -> None:
+    """Write the table so far (atomically): a long measurement stopped midway keeps its rows."""
+    if path:
+        part = Path(path + ".part")
+        part.write_text(json.dumps(table, indent=1) + "\n")
+        part.replace(path)
+
+
+def measure(
+    impls: list[str], jobs: int, per_size: int | None, twice: bool, path: str | None = None
+) -> dict[str, Any]:
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         seeds = dict(zip(impls, pool.map(diverging, impls, [per_size] * len(impls)), strict=True))
         work = [(impl, seed, twice) for impl in impls for seed, _size in seeds[impl]]
-        rows = []
+        rows: list[dict[str, Any]] = []
         for row in pool.map(shrink_one, work):
             rows.append(row)
+            _save({"rows": rows, "per_size": per_size, "complete": False}, path)
             print(
                 f"{row['impl'].split(':')[1]} seed {row['seed']}: {row['before']} -> "
                 f"{row['size']} in {row['evaluations']} evaluations, {row['seconds']} s",
                 file=sys.stderr,
                 flush=True,
             )
-    return {"rows": rows, "per_size": per_size}
+    return {"rows": rows, "per_size": per_size, "complete": True}
 
 
 def _cell(rows: list[dict[str, Any]], field: str, digits: int = 0) -> str:
@@ -186,6 +220,12 @@ def markdown(after: dict[str, Any], before: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def _vllm_importable() -> bool:
+    from tracediff.models.vllm import adapter
+
+    return not adapter.problem()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impl", action="append", help="only these (module:Class)")
@@ -200,13 +240,12 @@ def main() -> None:
         before = json.loads(Path(args.markdown[1]).read_text()) if len(args.markdown) > 1 else None
         print(markdown(after, before))
         return
-    impls = args.impl or SPECDEC + KVBATCH
-    table = measure(impls, args.jobs, args.per_size, args.twice)
-    text = json.dumps(table, indent=1)
+    impls = args.impl or SPECDEC + KVBATCH + (VLLM if _vllm_importable() else [])
+    table = measure(impls, args.jobs, args.per_size, args.twice, args.json)
     if args.json:
-        Path(args.json).write_text(text + "\n")
+        _save(table, args.json)
     else:
-        print(text)
+        print(json.dumps(table, indent=1))
 
 
 if __name__ == "__main__":
