@@ -23,6 +23,7 @@ import os
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PACKAGE = Path(__file__).resolve().parent  # tracediff itself
 BUILTIN_MODELS = PACKAGE / "models"
@@ -36,11 +37,13 @@ class ModelFault:
     member: str
     where: str  # "file:line" of the innermost frame of the model's code
     error: str  # "ExcType: message"
+    raised: bool = True  # False: it handed over something wrong, and has no traceback
 
     def message(self) -> str:
+        hint = " (rerun with --debug for the traceback)" if self.raised else ""
         return (
             f"the model {self.model!r} failed in {self.member}: {self.error} ({self.where}); "
-            f"fix the model's code (rerun with --debug for the traceback)"
+            f"fix the model's code{hint}"
         )
 
 
@@ -132,3 +135,26 @@ def _is_tracediff(filename: str) -> bool:
     except (OSError, ValueError):
         return False
     return path.is_relative_to(PACKAGE) and not path.is_relative_to(BUILTIN_MODELS)
+
+
+def yielded_fault(model: str, generator: Any, error: str) -> ModelFault:
+    """A model's driver (``generator``, suspended where it yielded) handed over something
+    wrong without raising: the model, the member tracediff called (the outermost of the
+    model's generators, usually ``drive``) and the file and line of the innermost one's
+    ``yield``. The generators are followed through ``yield from``; where none is a model's
+    (a driver written outside any registered model's package), the innermost one is named."""
+    frames = []
+    seen = 0
+    while generator is not None and seen < 64:  # bounded: a chain of yield from is short
+        frame = getattr(generator, "gi_frame", None)
+        if frame is not None:
+            frames.append(frame)
+        generator = getattr(generator, "gi_yieldfrom", None)
+        seen += 1
+    owned = [frame for frame in frames if _owner(frame.f_code.co_filename) is not None]
+    chosen = owned or frames
+    if not chosen:
+        return ModelFault(model, "drive", "unknown place", error, raised=False)
+    inner, outer = chosen[-1], chosen[0]
+    where = f"{Path(inner.f_code.co_filename).name}:{inner.f_lineno}"
+    return ModelFault(model, outer.f_code.co_name, where, error, raised=False)

@@ -17,6 +17,8 @@
     │                              contract while running: a *finding*, exit code 1
     ├── ImplementationFailed       (tracediff.executor.call) implementation code raised in a command
     │                              that runs it in this process: a finding, exit code 1
+    ├── ModelFailed                a model's driver yielded a record that breaks the trace
+    │                              conventions: exit code 2, naming the model and file:line
     └── HarnessFailure             tracediff's own machinery failed (worker processes cannot
         ├── WorkerStartError       start, the Dask cluster was lost): exit code 3, and
         └── ExecutorLost           nothing is concluded about the implementation
@@ -82,6 +84,7 @@ class TraceFormatError(TracediffError):
         loc = f" at {', '.join(where)}" if where else ""
         super().__init__(f"{path}{loc}: {message}")
         self.path = path
+        self.problem = message  # what is wrong, without the file and place
         self.offset = offset
         self.record = record
 
@@ -105,6 +108,12 @@ class SchedulerFault(TracediffError):
     """An implementation raised, returned a malformed plan or hung: reported as a finding."""
 
     exit_code = 1
+
+
+class ModelFailed(TracediffError):
+    """A model's own code did something wrong that raised nothing (its driver yielded a
+    record that breaks the trace conventions): the model's to fix, exit 2, the message
+    naming the model, its member and the file and line (tracediff.blame.ModelFault)."""
 
 
 class ConfigError(TracediffError):

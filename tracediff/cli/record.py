@@ -6,6 +6,7 @@ import click
 
 from tracediff.cli.app import main, resolve_scenarios
 from tracediff.cli.params import SEED, impl_option, output_option, profile_option, workload_option
+from tracediff.errors import SchedulerFault
 from tracediff.executor.call import ImplementationFailed
 from tracediff.project.impls import parse_impl
 
@@ -38,4 +39,8 @@ def record(profile_name: str | None, seed: int, impl: str, check: bool, output: 
             failed.error,
             f"recording {scenario.profile}:{scenario.seed}; nothing written",
         ) from failed.error
+    except SchedulerFault as fault:  # a record no trace may hold (running/conventions.py)
+        raise SchedulerFault(
+            f"recording {scenario.profile}:{scenario.seed}: {fault}; nothing written"
+        ) from None
     click.echo(f"wrote {path}: {scenario.features()}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -100,6 +101,31 @@ class ImplementationFailed(TracediffError):
         self.error = error
 
 
+# The interpreter's own sys.exit, as tracediff found it: every command ends through it (and
+# click's main), so an implementation that replaces it (``sys.exit = ...`` when imported or
+# constructed) would turn tracediff's exit into its own code, and a traceback.
+_EXIT = sys.exit
+
+
+class ExitPatched(TracediffError):
+    """Implementation code replaced ``sys.exit``: a finding (exit 1) naming it; tracediff
+    put the interpreter's back before raising this."""
+
+    exit_code = 1
+
+
+def keep_exit(impl: str, when: str) -> None:
+    """Put the interpreter's ``sys.exit`` back if ``impl``'s code (``when``: "its import",
+    "its constructor") replaced it, and raise :class:`ExitPatched` naming it."""
+    if sys.exit is _EXIT:
+        return
+    sys.exit = _EXIT
+    raise ExitPatched(
+        f"the implementation {impl} replaced sys.exit in {when}; an implementation must not "
+        "patch the interpreter's exit (tracediff restored it); fix the implementation"
+    )
+
+
 def passes_through(exc: BaseException) -> bool:
     """Whether ``exc`` is tracediff's own (a time limit, a stop signal, a real Ctrl-C), to be
     raised on rather than blamed on the implementation."""
@@ -156,8 +182,12 @@ def call(impl: str, when: str, func: Callable[..., T], *args: Any) -> T:
 
 
 def construct(impl: str, factory: Callable[[Any], T], scenario: Any) -> T:
-    """An implementation's scheduler for ``scenario``, through :func:`call`."""
-    return call(impl, CONSTRUCT, factory, scenario)
+    """An implementation's scheduler for ``scenario``, through :func:`call`; one whose
+    constructor replaced ``sys.exit`` is :class:`ExitPatched`."""
+    try:
+        return call(impl, CONSTRUCT, factory, scenario)
+    finally:
+        keep_exit(impl, CONSTRUCT)
 
 
 class Guarded:

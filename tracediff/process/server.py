@@ -13,6 +13,7 @@ corrupting the stream.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -20,7 +21,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from tracediff import __version__
 from tracediff.model import claim
@@ -331,15 +332,26 @@ def quick_serve(args: list[str]) -> None:
             status = serve_factory(model, spec, factory, out)
         except KeyboardInterrupt as exc:  # Ctrl-C (Interrupted), or the implementation's
             print("tracediff: error: interrupted", file=sys.stderr)
-            sys.exit(128 + int(getattr(exc, "signum", signal.SIGINT)))
+            _end(128 + int(getattr(exc, "signum", signal.SIGINT)))
         except Exception as exc:  # noqa: BLE001 - as the command line's last line of defence
             print(
                 f"tracediff: error: internal error: {type(exc).__name__}: {exc} (a bug in "
                 "tracediff; rerun with --debug for the traceback and report it)",
                 file=sys.stderr,
             )
-            sys.exit(3)
-    sys.exit(status)
+            _end(3)
+    _end(status)
+
+
+def _end(status: int) -> NoReturn:
+    """End the server process with ``status``. Not through ``sys.exit``: the implementation
+    it served runs in this process and may have replaced it (``sys.exit = ...``), which
+    would end the server with a traceback instead; its output is flushed first, as the
+    interpreter's exit would."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def _prepare(name: str | None, impl: str) -> tuple[Any, Any, int, Any]:

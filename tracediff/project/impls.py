@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracediff.errors import ImplementationError
+from tracediff.executor.call import ExitPatched, keep_exit
 from tracediff.model import DecisionModel
 
 ENTRY_POINT_GROUP = "tracediff.implementations"
@@ -220,6 +221,15 @@ def _check_reply_seconds() -> None:
         )
 
 
+def _imported(spec: ImplSpec, module_name: str) -> Any:
+    """The implementation's module, imported; ExitPatched (exit 1, naming it) when importing
+    it replaced ``sys.exit`` (put back first: every command ends through it)."""
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        keep_exit(spec.name, f"its import (module {module_name!r})")
+
+
 def load(spec: ImplSpec) -> Factory:
     """Import the factory a spec names; raises ImplementationError with the reason."""
     if spec.target.startswith(EXEC_PREFIX):
@@ -232,12 +242,14 @@ def load(spec: ImplSpec) -> Factory:
     module_name, _, attr_path = spec.target.partition(":")
     _add_working_directory()
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = _imported(spec, module_name)
     except SystemExit as exc:  # a module that exits on import must not end tracediff
         raise ImplementationError(
             f"implementation {spec.name!r}: importing module {module_name!r} called "
             f"sys.exit({exc.code!r}); a module must not exit when it is imported"
         ) from None
+    except ExitPatched:
+        raise  # a finding of the implementation's, said as such
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
         raise ImplementationError(
             f"implementation {spec.name!r}: cannot import module {module_name!r}: "
@@ -256,6 +268,7 @@ def load(spec: ImplSpec) -> Factory:
     adapt = getattr(_model(), "adapt_impl", None)
     if adapt is not None:
         obj = adapt(obj, spec.name)
+        keep_exit(spec.name, "its adapter")
     if not callable(obj):
         raise ImplementationError(
             f"implementation {spec.name!r}: {spec.target} is not callable; it must be a "

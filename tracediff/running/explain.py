@@ -67,9 +67,14 @@ from tracediff.model import DecisionModel, Scenario
 from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running import record as record_module
-from tracediff.running.runner import LEFT_RUNNING, WORKER_DIED, ScenarioResult, trace_records
+from tracediff.running.runner import (
+    LEFT_RUNNING,
+    WORKER_DIED,
+    ScenarioResult,
+    checked_recording,
+)
 from tracediff.running.state import first_state_difference
-from tracediff.trace import TraceReader, decode, encode, provenance
+from tracediff.trace import TraceReader, decode, provenance
 from tracediff.trace.checked import checked_records, trace_checker, trace_model
 
 MAX_EVENTS = 32  # the previous plan and the events since, kept (beyond K) for context
@@ -411,8 +416,10 @@ def _compare(
 
 
 def _driver_source(scenario: Scenario, spec: ImplSpec) -> Iterator[Item]:
-    for record in trace_records(scenario, spec):
-        yield encode(record), record
+    # checked as the runner checked it (check_record, the trace conventions): a record it
+    # refused is refused again here, never "not reproduced"
+    for record, payload in checked_recording(scenario, spec):
+        yield payload, record
 
 
 def _base_of(scenario: Scenario, result: ScenarioResult, specs: Sequence[ImplSpec]) -> _Base:

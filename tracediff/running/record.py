@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tracediff import model as models
-from tracediff.executor.call import Guarded, construct
+from tracediff.executor.call import CONSTRUCT, Guarded, construct, keep_exit
 from tracediff.model import DECISION, DecisionModel, Encoded, Record
 from tracediff.project.impls import Factory, ImplSpec, load
 from tracediff.trace import BodyDigest, encode
@@ -40,7 +40,10 @@ def instance(scenario: Any, spec: ImplSpec, *, guarded: bool = False) -> Any:
     model = models.of(scenario)
     mine = models.claim(model, model.private_copy(scenario))
     if not guarded:
-        return factory(spec)(mine)
+        try:
+            return factory(spec)(mine)
+        finally:
+            keep_exit(spec.name, CONSTRUCT)  # ExitPatched: its finding, wherever it runs
     return Guarded(construct(spec.name, factory(spec), mine), spec.name)
 
 

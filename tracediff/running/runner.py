@@ -47,15 +47,16 @@ from typing import Any, NotRequired, TypedDict
 from tracediff import __version__
 from tracediff import model as models
 from tracediff.compare.equivalence import Equivalence, FloatTally, within
-from tracediff.errors import SchedulerFault
+from tracediff.errors import ModelFailed, SchedulerFault
 from tracediff.executor import Executor, Limits, Outcome, ScenarioTimeout, open_executor, time_limit
-from tracediff.executor.call import Interrupted, passes_through
+from tracediff.executor.call import ExitPatched, Interrupted, passes_through
 from tracediff.filenames import component, inside, scenario_tag
 from tracediff.model import DecisionModel, Scenario
 from tracediff.outcomes import Status
 from tracediff.project.impls import ImplSpec
-from tracediff.running.record import TimedScheduler, drive, instance, start
-from tracediff.trace import LockstepDigests, TraceWriter, encode
+from tracediff.running.conventions import Conventions, fault, rejected
+from tracediff.running.record import TimedScheduler, drive, instance
+from tracediff.trace import LockstepDigests, TraceWriter, decode, encode
 from tracediff.trace.checked import MODEL_KEY
 
 IDENTICAL, DIVERGED, ERROR, TIMEOUT = (
@@ -184,6 +185,9 @@ class ScenarioResult:
     harness_seconds: float = 0.0  # checking (where needed), encoding, digesting, comparing
     artifacts: tuple[str, ...] = ()
     resumed: bool = False  # loaded from a --resume journal, not run this time
+    # The model's own code was at fault, not an implementation (its driver recorded a record
+    # that breaks the trace conventions): the one line that names it; the command exits 2.
+    model_fault: str = ""
     # Decision equivalence only: floats that differed within the tolerance, and by how much.
     floats_within: int = 0
     max_ulps: int = 0
@@ -374,8 +378,10 @@ def run_scenario(
     status = IDENTICAL
     failed: str | None = None
     message = ""
+    model_fault = ""
     current = 0
     index = 0
+    conventions = Conventions(model, len(specs))  # what show and diff check, checked here
     try:
         with time_limit(timeout_s):
             for spec in specs:
@@ -394,9 +400,12 @@ def run_scenario(
             while True:
                 payloads = []
                 decoded: list[dict[str, Any] | None] = []
+                decided: list[bool] = []  # whether each decided since its record before
                 for current, driver in enumerate(drivers):
+                    before = timed[current].plans
                     start = time.perf_counter()
                     record = next(driver, None)
+                    decided.append(timed[current].plans != before)
                     seconds[current] += time.perf_counter() - start
                     decoded.append(record)
                     if record is None:
@@ -416,10 +425,31 @@ def run_scenario(
                     # The schema check of a plan record (the driver leaves it to us):
                     # bytes equal to a record already checked need none.
                     if index and record["t"] == "plan" and (current == 0 or payload != payloads[0]):
+                        made_up = rejected(
+                            model, record, timed[current].plans, decided=decided[-1], driver=driver
+                        )
+                        if made_up is not None:
+                            raise made_up
                         model.check_record(record, timed[current].plans)
                     harness_ns += time.perf_counter_ns() - start_ns
                     records[current] += 1
                 start_ns = time.perf_counter_ns()
+                broken = (
+                    conventions.start(decoded, payloads)
+                    if index == 0
+                    else conventions.feed(decoded, payloads, index)
+                )
+                if broken is not None:
+                    current, problem = broken
+                    raise fault(
+                        model,
+                        names[current],
+                        decoded[current],
+                        index,
+                        problem,
+                        decided=decided[current],
+                        driver=drivers[current],
+                    )
                 digests.feed(payloads, header=index == 0)
                 fed = index
                 same = all(p == payloads[0] for p in payloads)
@@ -449,6 +479,9 @@ def run_scenario(
             f"timeout: {names[current]} exceeded the {timeout_s:g} s scenario time limit "
             f"at plan {plan_number}"
         )
+    except ModelFailed as exc:  # not the implementations': no finding of theirs
+        status, model_fault = ERROR, str(exc)
+        message = model_fault
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
         if progress is None and passes_through(exc):
             raise  # in this process, a real Ctrl-C is the user's
@@ -461,7 +494,7 @@ def run_scenario(
             status = ERROR
             plan_number = timed[current].plans if current < len(timed) else 0
         message = "".join(traceback.format_exception(exc)).rstrip()
-        if isinstance(exc, SchedulerFault):
+        if isinstance(exc, SchedulerFault | ExitPatched):
             message = str(exc)
         elif isinstance(exc, SystemExit):
             message += f"\nSystemExit: the implementation called sys.exit({exc.code!r})"
@@ -495,6 +528,7 @@ def run_scenario(
         harness_seconds=harness_ns / 1e9,
         floats_within=tally.floats,
         max_ulps=tally.max_ulps,
+        model_fault=model_fault,
     )
     if artifacts and status == DIVERGED:
         result = keep_artifacts(result, scenario, specs, artifacts)
@@ -549,11 +583,49 @@ def _record_type(record: dict[str, Any] | None) -> str:
 def trace_records(
     scenario: Scenario, spec: ImplSpec, *, guarded: bool = False
 ) -> Iterator[dict[str, Any]]:
-    """The records one implementation produces for a scenario (header first): see
-    :func:`tracediff.running.record.start`. ``guarded``: what the implementation raises is
+    """The records one implementation produces for a scenario (header first), checked as
+    :func:`checked_recording` checks them."""
+    return (record for record, _payload in checked_recording(scenario, spec, guarded=guarded))
+
+
+def checked_recording(
+    scenario: Scenario, spec: ImplSpec, *, guarded: bool = False
+) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """Each record one implementation produces for a scenario (header first) with its
+    canonical bytes, checked before it is handed on as the runner checks it: the model's
+    ``check_record`` on decisions and the trace conventions every reader of a trace file
+    checks (:mod:`tracediff.running.conventions`), on the record as a reader decodes it. A
+    record that breaks them raises SchedulerFault (the implementation's) or ModelFailed
+    (the model's driver's). ``guarded``: what the implementation raises is
     :class:`~tracediff.executor.call.ImplementationFailed` (told apart from the errors of
     writing the trace)."""
-    return start(scenario, spec, guarded=guarded)
+    model = models.of(scenario)
+    timed = TimedScheduler(instance(scenario, spec, guarded=guarded), model)
+    source = drive(scenario, timed)
+    conventions = Conventions(model, 1)
+    index = 0
+    while True:
+        before = timed.plans
+        record = next(source, None)
+        if record is None:
+            return
+        decided = timed.plans != before
+        payload = encode(record)
+        read = decode(payload)  # what a reader of the file will check
+        if index and isinstance(record, dict) and record.get("t") == "plan":
+            made_up = rejected(model, record, timed.plans, decided=decided, driver=source)
+            if made_up is not None:
+                raise made_up
+            model.check_record(record, timed.plans)
+        refused = (
+            conventions.start([read], [payload])
+            if index == 0
+            else conventions.feed([read], [payload], index)
+        )
+        if refused is not None:
+            raise fault(model, spec.name, read, index, refused[1], decided=decided, driver=source)
+        yield record, payload
+        index += 1
 
 
 def write_trace(
@@ -571,12 +643,13 @@ def write_trace(
         # the profile comes from data (a scenario file's "profile"): a plain name, kept inside
         name = component(scenario.profile, scenario.seed, spec.name)
         path = str(inside(directory, f"{name}.trace", what="trace"))
-    records = trace_records(scenario, spec, guarded=guarded)
-    header = next(records)
+    # checked as every reader checks a trace: no command writes what another refuses
+    records = checked_recording(scenario, spec, guarded=guarded)
+    header, _payload = next(records)
     started = time.time()
     with TraceWriter(path, header) as writer:
-        for record in records:
-            writer.write_record(encode(record))
+        for _record, payload in records:
+            writer.write_record(payload)
         writer.write_provenance(
             {
                 MODEL_KEY: models.of(scenario).name,
@@ -647,6 +720,8 @@ def outcome_result(outcome: Outcome, scenario: Scenario, options: RunOptions) ->
 
     if outcome.kind == DONE:
         result: ScenarioResult = outcome.value
+        if result.model_fault:
+            raise ModelFailed(result.model_fault)  # the model's to fix: exit 2, one line
         if (result.profile, result.seed) != (scenario.profile, scenario.seed):
             result = dataclasses.replace(result, profile=scenario.profile, seed=scenario.seed)
         if outcome.leftovers:

@@ -531,6 +531,23 @@ class TraceChecker:
                 record=index,
             ) from None
 
+    def check_recorded(self, record: Any, *, offset: int | None, index: int) -> None:
+        """:meth:`check`, for a record being recorded whose plan the model's ``check_record``
+        already passed: that is this schema's check of a plan (``record_problem``), so only
+        what holds across records is left to check for one (a recording's cost)."""
+        if isinstance(record, dict) and record.get("t") == "plan":
+            try:
+                self._follow(record)
+            except SchemaError as exc:
+                raise TraceFormatError(
+                    self.name,
+                    f"{exc} (the content does not match the trace schema; re-record the trace)",
+                    offset=offset,
+                    record=index,
+                ) from None
+            return
+        self.check(record, offset=offset, index=index)
+
     def _follow(self, record: dict[str, Any]) -> None:
         now = record["now"]
         kind = record["t"]
