@@ -1,0 +1,110 @@
+"""Reliability round 4, the remaining classes: workload golden manifests named apart (and
+every hint about them a command that runs), a trace header's names never a path, and a
+served process's stray reply blamed on it, not on the next scenario."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MOONCAKE = ROOT / "workloads" / "mooncake_conversation.jsonl"
+WAIT_S = 240  # a safety net: each command here takes seconds
+
+
+def tracediff(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    for name in ("TRACEDIFF_MODEL", "CI", "GITHUB_ACTIONS"):
+        env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+
+
+def hinted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a command tracediff printed, as a user pastes it."""
+    words = shlex.split(command)
+    assert words[0] == "tracediff", command
+    return tracediff(*words[1:], cwd=cwd)
+
+
+# -- 1. workload golden manifests --------------------------------------------------------------
+@pytest.fixture
+def two_traffics(tmp_path: Path) -> Path:
+    """A project with two workloads of one file name and other content, and a two-seed
+    profile (quick's draws) so that each golden command takes seconds."""
+    lines = MOONCAKE.read_text().splitlines(keepends=True)
+    for folder, part in (("a", lines[:40]), ("b", lines[200:240])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "traffic.jsonl").write_text("".join(part))
+    quick = (ROOT / "scenarios" / "quick.toml").read_text()
+    tiny = re.sub(r"(?m)^seeds = .*$", 'seeds = "0..1"', quick).replace(
+        'name = "quick"', 'name = "tiny"'
+    )
+    (tmp_path / "tiny.toml").write_text(tiny)
+    (tmp_path / "pyproject.toml").write_text('[tool.tracediff]\ngolden = "golden"\n')
+    (tmp_path / "golden").mkdir()
+    return tmp_path
+
+
+def _gate_hint(project: Path, traffic: str) -> str:
+    gate = tracediff("gate", "--profile", "tiny.toml", "--workload", traffic, "--no-progress",
+                     cwd=project)  # fmt: skip
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    found = re.search(r"golden: not configured: .*?; run (tracediff golden update .*?), review",
+                      gate.stdout + gate.stderr)  # fmt: skip
+    assert found, gate.stdout
+    return found.group(1)
+
+
+def test_two_workloads_of_one_file_name_keep_apart_golden_manifests(two_traffics: Path) -> None:
+    for traffic in ("a/traffic.jsonl", "b/traffic.jsonl"):
+        # the gate's hint is a command that runs (it named the manifest, not a profile)
+        update = hinted(_gate_hint(two_traffics, traffic), two_traffics)
+        assert update.returncode == 0, update.stdout + update.stderr
+        accept = tracediff("golden", "accept", cwd=two_traffics)
+        assert accept.returncode == 0, accept.stdout + accept.stderr
+    manifests = sorted(p.name for p in (two_traffics / "golden").glob("*.json"))
+    assert len(manifests) == 2 and all(re.fullmatch(r"tiny\+traffic-[0-9a-f]{8}\.json", m)
+                                       for m in manifests), manifests  # fmt: skip
+    for traffic in ("a/traffic.jsonl", "b/traffic.jsonl"):
+        check = tracediff("golden", "check", "--profile", "tiny.toml", "--workload", traffic,
+                          "-j", "1", "--no-progress", cwd=two_traffics)  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert "matches all 2 digests" in check.stdout
+        gate = tracediff("gate", "--profile", "tiny.toml", "--workload", traffic,
+                         "--no-progress", cwd=two_traffics)  # fmt: skip
+        assert gate.returncode == 0 and "golden: passed" in gate.stderr, gate.stderr
+
+
+def test_a_manifest_named_the_old_way_is_named_in_one_line(two_traffics: Path) -> None:
+    hint = _gate_hint(two_traffics, "a/traffic.jsonl")
+    (two_traffics / "golden" / "tiny+traffic.json").write_text("{}")  # before the tag
+    check = tracediff("golden", "check", "--profile", "tiny.toml", "--workload",
+                      "a/traffic.jsonl", "--no-progress", cwd=two_traffics)  # fmt: skip
+    assert check.returncode == 2, check.stdout + check.stderr
+    (line,) = check.stderr.splitlines()
+    assert hint in line and "then delete tiny+traffic.json" in line, line
+    # the hint in that line runs too
+    assert hinted(hint, two_traffics).returncode == 0
+
+
+def test_review_of_a_workload_manifest_names_no_command_that_is_refused(
+    two_traffics: Path,
+) -> None:
+    review = tracediff("golden", "review", "--profile", "tiny+traffic-0123abcd", cwd=two_traffics)
+    assert review.returncode == 2
+    (line,) = review.stderr.splitlines()
+    assert "--profile tiny+traffic" not in line and "--workload FILE" in line, line
+    plain = tracediff("golden", "review", "--profile", "quick", cwd=two_traffics)
+    (line,) = plain.stderr.splitlines()
+    command = re.search(r"run (tracediff golden update --profile quick)$", line)
+    assert command, line
+
