@@ -108,3 +108,68 @@ def test_review_of_a_workload_manifest_names_no_command_that_is_refused(
     command = re.search(r"run (tracediff golden update --profile quick)$", line)
     assert command, line
 
+
+# -- 2. a trace header's names never name a file -----------------------------------------------
+HOSTILE = "../../escaped"
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def hostile_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real trace whose header's profile and provenance's implementation are
+    ``../../escaped``: frames and content check out, only the names are hostile."""
+    from tracediff.trace import TraceReader, encode, trace_bytes
+
+    folder = tmp_path_factory.mktemp("hostile")
+    plain = folder / "plain.trace"
+    done = tracediff("record", "--seed", "3", "-o", str(plain), cwd=folder)
+    assert done.returncode == 0, done.stderr
+    reader = TraceReader(plain)
+    header = dict(reader.header)
+    header["scenario"] = {**header["scenario"], "profile": HOSTILE}
+    payloads = [payload for _index, _offset, payload in reader.records()]
+    provenance = {**(reader.provenance or {}), "implementation": HOSTILE}
+    path = folder / "hostile.trace"
+    path.write_bytes(trace_bytes(encode(header), payloads, provenance))
+    plain.unlink()
+    return path
+
+
+# Every command that reads a trace, with every output it can write (named by the user).
+READERS = {
+    "show": (["show", "{t}"], 0, []),
+    "show --jsonl": (["show", "{t}", "--jsonl"], 0, []),
+    "show --plan": (["show", "{t}", "--plan", "2"], 0, []),
+    "diff": (["diff", "{t}", "{t}", "--format", "html", "-o", "d.html"], 0, ["d.html"]),
+    "diff --all": (["diff", "{t}", "{t}", "--all", "--format", "json", "-o", "all.json"], 0,
+                   ["all.json"]),
+    "replay": (["replay", "{t}", "--json", "r.json"], 0, ["r.json"]),
+    "replay a diverging implementation": (
+        ["replay", "{t}", "--impl", "tests.impls.skewed:SkewedScheduler", "--state", "--json",
+         "s.json"], 1, ["s.json"]),
+    "replay two states": (["replay", "{t}", "--impl", "reference", "--impl", "optimized",
+                           "--until", "2", "--state", "--json", "p.json"], 0, ["p.json"]),
+    "upgrade": (["upgrade", "{t}", "-o", "up.trace"], 0, []),  # current: left as it is
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", READERS)
+def test_a_trace_header_naming_a_path_writes_nothing_outside(
+    hostile_trace: Path, tmp_path: Path, case: str
+) -> None:
+    """docs/trace-format.md, "Names in a header": accepted, and never a file's name."""
+    args, code, outputs = READERS[case]
+    work = tmp_path / "a" / "b" / "work"
+    work.mkdir(parents=True)
+    trace = work / "t.trace"
+    trace.write_bytes(hostile_trace.read_bytes())
+    done = tracediff(*[a.format(t=trace) for a in args], cwd=work)
+    assert done.returncode == code, (done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stderr
+    made = {p.relative_to(work).as_posix() for p in _files(tmp_path)} - {"t.trace"}
+    assert made == set(outputs), made
+
+
