@@ -4,6 +4,7 @@ served process's stray reply blamed on it, not on the next scenario."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -173,3 +174,40 @@ def test_a_trace_header_naming_a_path_writes_nothing_outside(
     assert made == set(outputs), made
 
 
+# -- 3. a served process's reply too many, read by the next scenario's reset --------------------
+def _misbehave(mode: str) -> str:
+    return f"bad=exec:{sys.executable} {ROOT / 'tests' / 'impls' / 'misbehave.py'} {mode}"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("mode", ["late", "late-ok"])
+def test_a_reply_too_many_read_by_the_next_reset_names_both_scenarios(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str, mode: str
+) -> None:
+    """The server holds a reply too many after scenario quick:0's last plan and sends it
+    first when the next scenario's reset arrives (``late``: the plan's reply again; ``late-ok``:
+    an ``ok``, so two answer the reset). It was blamed on the next scenario alone ("answered
+    the 'reset' request with a 'plan' message"), explained as a nondeterministic
+    implementation, or (``late-ok``) met by the next scenario's first request."""
+    monkeypatch.setenv("MISBEHAVE_SEED", "0")
+    report = tmp_path / "run.json"
+    done = tracediff("run", "--seeds", "0..7", "-j", jobs, "--impl", "reference", "--impl",
+                     _misbehave(mode), "--no-progress", "--no-regressions", "--json",
+                     str(report), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(report.read_text())
+    (failed,) = [r for r in data["results"] if r["status"] != "identical"]
+    seed = failed["seed"]
+    assert failed["status"] == "error" and failed["failed_impl"] == "bad" and seed != 0
+    message = failed["message"]
+    assert message.startswith(f"bad answered the 'reset' of scenario quick:{seed} with a ") or (
+        message.startswith(
+            f"bad sent a 'ok' message with its 'ok' to the 'reset' of scenario quick:{seed}"
+        )  # fmt: skip
+    ), message
+    cause = "most likely to the last request of scenario quick:0, which this process served before"
+    assert cause in message and f"not anything of scenario quick:{seed}'s" in message
+    if jobs == "1":
+        assert seed == 1  # the scenario right after, on the same process
+    assert "not deterministic" not in done.stdout
+    assert "not re-run: the served process's reply too many" in done.stdout.replace("\n", " ")
