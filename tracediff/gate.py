@@ -46,6 +46,7 @@ from tracediff.compare.model import (
     StepOutcome,
 )
 from tracediff.executor import DONE, Executor, Limits, Notify
+from tracediff.filenames import component
 from tracediff.model import Scenario
 from tracediff.project.impls import ImplSpec
 from tracediff.project.profiles import profile_options
@@ -60,7 +61,7 @@ REGRESSIONS_SUITE = "regressions"
 
 @dataclass(frozen=True)
 class GateOptions:
-    profile: str
+    profile: str  # the profile's name (its scenarios', its golden manifest's)
     scenarios: tuple[Scenario, ...]  # the profile's (or --seeds') scenarios
     impls: tuple[ImplSpec, ...]
     seeds_given: bool = False  # --seeds: check only those seeds' digests
@@ -85,6 +86,14 @@ class GateOptions:
     fail_fast: bool = False
     golden_flag: str | None = None  # "--golden-dir X" as given, for reproduce commands
     equivalence: Equivalence = Equivalence()  # byte identity unless decisions mode is asked
+    # The profile as the command named it, ``--workload`` file included (PROFILE@/abs/FILE,
+    # tracediff.workload.compose), for the commands a report tells the user to run: a
+    # --workload profile's name (quick+traffic-1a2b3c4d) is no profile they can load.
+    command_profile: str = ""
+
+    @property
+    def profile_spec(self) -> str:
+        return self.command_profile or self.profile
 
 
 @dataclass(frozen=True)
@@ -177,7 +186,9 @@ def _run_gate(
             on_result,
         )
         found = [
-            dataclasses.replace(o, reproduce=reproduce_seed(options.profile, o.seed, options.impls))
+            dataclasses.replace(
+                o, reproduce=reproduce_seed(options.profile_spec, o.seed, options.impls)
+            )
             if o.finding
             else o
             for o in found
@@ -196,7 +207,7 @@ def _run_gate(
     if options.equivalence.tolerant:
         notes = (*notes, f"compared as {options.equivalence.label}")
     report = DiffReport(
-        title=f"tracediff gate --profile {options.profile}",
+        title=f"tracediff gate {profile_options(options.profile_spec)}",
         impls=tuple(spec.name for spec in options.impls),
         outcomes=tuple(outcomes),
         steps=tuple(steps),
@@ -229,7 +240,7 @@ def _run_step(
     run_options = RunOptions(
         impls=options.impls,
         jobs=options.jobs,
-        artifacts=os.path.join(options.artifacts, _safe(artifacts_sub)),
+        artifacts=os.path.join(options.artifacts, component(artifacts_sub)),
         limits=Limits(options.timeout_s),
         equivalence=options.equivalence,
     )
@@ -301,8 +312,7 @@ def _golden_step(
             StepOutcome(
                 "golden",
                 NOT_CONFIGURED,
-                f"{path} does not exist; run tracediff golden update --profile "
-                f"{options.profile}, review and accept",
+                golden.missing_message(path, options.profile_spec),
             ),
             outcomes,
         )
@@ -323,7 +333,7 @@ def _golden_step(
             if not options.seeds_given:
                 mismatched.setdefault(seed, []).append(
                     "the manifest has no digest for this seed (the profile grew); run "
-                    "tracediff golden update"
+                    f"{golden.update_command(options.profile_spec)}"
                 )
             continue
         if result.status != IDENTICAL and result.status != DIVERGED:
@@ -385,8 +395,8 @@ def _golden_step(
                 features="-",
                 status=DIVERGED,
                 explanation="the manifest has a seed the profile no longer runs; run "
-                "tracediff golden update",
-                reproduce=f"tracediff golden update {profile_options(options.profile)}",
+                f"{golden.update_command(options.profile_spec)}",
+                reproduce=golden.update_command(options.profile_spec),
             )
         )
     count = len([s for s in by_seed if s in expected])
@@ -492,10 +502,6 @@ def _reference_change_task(work: ReferenceChangeWork, progress: Any, _notify: No
 def _reproduce_golden(options: GateOptions, seed: int) -> str:
     flag = f" {options.golden_flag}" if options.golden_flag else ""
     return (
-        f"tracediff golden check {profile_options(options.profile)} --seeds {seed} "
+        f"tracediff golden check {profile_options(options.profile_spec)} --seeds {seed} "
         f"--impl {shlex.quote(options.impls[0].name)}{flag}"
     )
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,7 +1,7 @@
 """A served reference that breaks the stdio protocol on one scenario, in the way argv[1] says.
 
     python tests/impls/misbehave.py MODE   (garbage|die|hang|noise|version|error|hog|complete|
-                                            loose|deep|extra)
+                                            loose|deep|extra|late|late-ok)
 
 On scenario seed ``BAD_SEED`` at plan ``BAD_AT`` it writes non-protocol bytes to stdout
 (``garbage``), exits with status 3 after a last word on stderr (``die``), or sleeps forever
@@ -15,8 +15,11 @@ breaks nothing: on every scenario it encodes each plan record's number as a 64-b
 ``deep`` adds to plan ``BAD_AT``'s record a key whose value is nested 80 levels deep.
 ``extra`` answers the last plan of scenario ``BAD_SEED`` (the one after every request
 retired) and then, in the same write, one reply too many: an ``ok`` nobody asked for.
-``MISBEHAVE_SEED`` in the environment overrides ``BAD_SEED``. Every other scenario is the
-reference's.
+``late`` holds that reply too many (the last plan's reply, again) until the next message
+arrives, and answers it, the next scenario's ``reset``, with the stray reply first, then
+``ok``; ``late-ok`` the same with an ``ok`` as the reply too many (two ``ok`` in a row
+answer that reset). ``MISBEHAVE_SEED`` in the environment overrides ``BAD_SEED``. Every
+other scenario is the reference's.
 """
 
 from __future__ import annotations
@@ -85,11 +88,14 @@ class _OldServer(serve.Server):
 
 
 class _ExtraServer(serve.Server):
-    """One ``ok`` too many after the last plan of scenario BAD_SEED (``extra``)."""
+    """One ``ok`` too many after the last plan of scenario BAD_SEED (``extra``), or that
+    plan's reply again before the reply to the next message (``late``)."""
 
     retired: set[int]
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        BEFORE.extend(HELD)  # the next message: a held reply goes out before its reply
+        HELD.clear()
         if message["type"] == "reset":
             self.retired = set()
         reply = super().handle(message)
@@ -103,16 +109,24 @@ class _ExtraServer(serve.Server):
             and scenario.seed == BAD_SEED
             and len(self.retired) == len(scenario.requests)
         ):
-            EXTRA.append({"type": "ok"})
+            if MODE == "late":
+                HELD.append(dict(reply))
+            elif MODE == "late-ok":
+                HELD.append({"type": "ok"})
+            else:
+                EXTRA.append({"type": "ok"})
         return reply
 
 
-EXTRA: list[dict[str, Any]] = []
+EXTRA: list[dict[str, Any]] = []  # replies too many, sent after the reply
+HELD: list[dict[str, Any]] = []  # replies too many, held until the next message arrives
+BEFORE: list[dict[str, Any]] = []  # replies too many, sent before the reply
 
 
 def _extra_frame(message: dict[str, Any]) -> bytes:
-    """The reply, then any reply too many."""
-    data = _canonical_frame(message) + b"".join(_canonical_frame(m) for m in EXTRA)
+    """Any reply too many due before the reply, the reply, then any due after it."""
+    data = b"".join(_canonical_frame(m) for m in (*BEFORE, message, *EXTRA))
+    BEFORE.clear()
     EXTRA.clear()
     return data
 
@@ -145,7 +159,7 @@ if __name__ == "__main__":
     _canonical_frame = serve.frame
     if MODE == "loose":
         serve.frame = _loose_frame  # type: ignore[assignment]
-    if MODE == "extra":
+    if MODE in ("extra", "late", "late-ok"):
         serve.Server = _ExtraServer  # type: ignore[misc]
         serve.frame = _extra_frame  # type: ignore[assignment]
     sys.exit(serve.serve(Misbehaving, f"misbehave-{MODE}", 0, PROTOCOL_FD))

@@ -55,11 +55,16 @@ class CampaignOptions:
         options = {**self.run_options.outcome_options(), "profile": repr(self.profile)}
         parts = fingerprint(self.impls, options)
         workloads = getattr(self.profile, "workload", None)
+        name = self.profile.name
         if isinstance(workloads, WorkloadSet):  # named, so that a refusal names the file
             parts.update({f"workload {w.path}": w.sha256 for w in workloads.workloads})
+            # a --workload profile's name ends in its content's tag: without it, a file
+            # rewritten since is refused by the fingerprint, naming the file, rather than as
+            # "another campaign"
+            name = name.removesuffix(f"-{workloads.tag}")
         return {
             "impls": [[spec.name, spec.target] for spec in self.impls],
-            "profile": self.profile.name,
+            "profile": name,
             "fingerprint": parts,
         }
 

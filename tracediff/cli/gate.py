@@ -188,6 +188,7 @@ def gate(
         fail_fast=fail_fast,
         golden_flag=f"--golden-dir {golden_given}" if golden_given else None,
         equivalence=compare_as,
+        command_profile=profile,
     )
     from tracediff.cli.heartbeat import Counter, heartbeat
     from tracediff.executor import open_executor

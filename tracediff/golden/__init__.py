@@ -42,6 +42,8 @@ from tracediff.golden.check import (
     check,
     explain_reference_change,
     gate_step,
+    missing_message,
+    update_command,
 )
 from tracediff.golden.digest import Digested, deadline, digest_scenario, digest_scenarios
 from tracediff.golden.manifest import (
@@ -110,6 +112,7 @@ __all__ = [
     "gate_step",
     "in_ci",
     "manifest_path",
+    "missing_message",
     "parse_manifest",
     "pending_dir",
     "pending_profiles",
@@ -119,4 +122,5 @@ __all__ = [
     "review_one",
     "trace_path",
     "update",
+    "update_command",
 ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracediff import workload
 from tracediff.compare.equivalence import Equivalence
 from tracediff.errors import TraceFormatError, UsageError
 from tracediff.executor import (
@@ -195,6 +196,36 @@ def profile_scenarios(
     return profile.name, [claim(model, model.generate(profile, seed)) for seed in chosen]
 
 
+def update_command(profile_name: str) -> str:
+    """The command that writes the pending manifest of ``profile_name`` (a command's
+    profile string, ``--workload`` included): what every hint about a missing or stale
+    manifest tells the user to run. Never the manifest's name: ``quick+traffic-1a2b3c4d``
+    is not a profile ``golden update`` can load."""
+    return f"tracediff golden update {profile_options(profile_name)}"
+
+
+def missing_message(path: Path, profile_name: str) -> str:
+    """Why there is no manifest at ``path`` for ``profile_name``, and what to run.
+
+    A ``--workload`` profile's manifest was named ``PROFILE+STEM`` before its name carried
+    the workload's tag (:meth:`tracediff.workload.WorkloadSet.profile_name`); one found
+    under that name is not read (it may be another file's of the same stem, the collision
+    the tag ends), but named, so that nobody wonders where their digests went."""
+    text = f"{path} does not exist; run {update_command(profile_name)}, review and accept"
+    if workload.split(profile_name)[1] is None:
+        return text
+    stem = path.name[: -len(".json")]
+    tag = len("-") + workload.TAG_CHARS
+    old = path.with_name(f"{stem[:-tag]}.json")
+    if len(stem) <= tag or not old.is_file():
+        return text
+    return (
+        f"{text}, then delete {old.name} (a manifest named as before workload manifests "
+        "carried the workload's content digest, which another file of the same name could "
+        "share: not read)"
+    )
+
+
 def check(
     profile_name: str,
     spec: ImplSpec,
@@ -234,8 +265,7 @@ def check(
             impl=spec.name,
             manifest=str(path),
             status=MISSING,
-            message=f"{path} does not exist; run tracediff golden update "
-            f"{profile_options(profile_name)}, review and accept",
+            message=missing_message(path, profile_name),
         )
     manifest = read_manifest(path)
     if manifest.profile != name:
@@ -272,6 +302,7 @@ def check(
             timeout_s,
             explain_fn,
             chosen,
+            update_command(profile_name),
         )
     finally:
         if executor is None:
@@ -380,9 +411,11 @@ def _explain_all(
     timeout_s: float | None,
     explain_fn: ExplainFn | None,
     executor: Executor,
+    update: str = "tracediff golden update",
 ) -> list[GoldenMismatch]:
     """Explain the first EXPLAIN_AT_MOST digest mismatches by re-running them on
-    ``executor`` (``explain_fn`` must be a module-level function unless it is inline)."""
+    ``executor`` (``explain_fn`` must be a module-level function unless it is inline);
+    ``update`` is the command that updates the manifest (update_command)."""
     out = list(mismatches)
     rerun: list[int] = []
     for position, mismatch in enumerate(mismatches):
@@ -390,13 +423,12 @@ def _explain_all(
             out[position] = dataclasses.replace(
                 mismatch,
                 explanation="the manifest has no digest for this seed (the profile grew); "
-                "run tracediff golden update",
+                f"run {update}",
             )
         elif mismatch.kind == NOT_IN_PROFILE:
             out[position] = dataclasses.replace(
                 mismatch,
-                explanation="the manifest has a seed the profile no longer runs; "
-                "run tracediff golden update",
+                explanation=f"the manifest has a seed the profile no longer runs; run {update}",
             )
         elif len(rerun) < EXPLAIN_AT_MOST:
             rerun.append(position)

@@ -277,6 +277,25 @@ def pending_profiles(golden_dir: str | Path, artifacts: str | Path | None = None
     return sorted(p.name[: -len(".json" + PENDING)] for p in directory.glob("*.json" + PENDING))
 
 
+def _update_hint(name: str) -> str:
+    """What to run to update manifest ``name``: the command, when ``name`` is a profile
+    that loads; else (a ``--workload`` profile's name, ``quick+traffic-1a2b3c4d``, which
+    names no file) what to give ``golden update``, never a command that would be refused."""
+    from tracediff.errors import TracediffError
+    from tracediff.golden.check import update_command
+    from tracediff.project import current_model
+    from tracediff.project.profiles import load_profile
+
+    try:
+        load_profile(current_model(), name)
+    except TracediffError:
+        return (
+            "run tracediff golden update with the --profile and --workload FILE whose "
+            f"profile is named {name}"
+        )
+    return f"run {update_command(name)}"
+
+
 def review_one(
     profile: str, *, golden_dir: str | Path = DEFAULT_DIR, artifacts: str | Path | None = None
 ) -> Change:
@@ -285,7 +304,7 @@ def review_one(
     if not pending_path.exists():
         raise UsageError(
             f"no pending golden update for profile {profile!r} ({pending_path} does not exist); "
-            f"run tracediff golden update --profile {profile}"
+            f"{_update_hint(profile)}"
         )
     new = read_manifest(pending_path)
     current_path = manifest_path(golden_dir, profile)
@@ -414,7 +433,7 @@ def accept(
         if missing:
             raise UsageError(
                 f"pending manifest {pending_manifest} lists traces of seeds {missing} that "
-                "neither exist nor are pending; run tracediff golden update again"
+                f"neither exist nor are pending; {_update_hint(name)} again"
             )
         os.replace(pending_manifest, target)
         moved.insert(0, str(target))

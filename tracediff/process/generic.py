@@ -29,9 +29,15 @@ from typing import Any, Final
 
 from tracediff import __version__
 from tracediff.errors import UsageError
-from tracediff.process.framing import HELLO, OK, RESET
+from tracediff.process.framing import HELLO, RESET
 from tracediff.process.framing import parse as _framing_parse
-from tracediff.process.pipes import ExternalFault, ExternalProcess, ProcessPool, check_versions
+from tracediff.process.pipes import (
+    ExternalFault,
+    ExternalProcess,
+    ProcessPool,
+    check_versions,
+    scenario_label,
+)
 from tracediff.trace.codec import encode
 
 LAYOUT: Final = "calls"
@@ -183,7 +189,7 @@ class GenericFactory:
 
     def __call__(self, scenario: Any) -> ProcessImpl:
         process = self.pool.take()
-        process.request({"type": RESET, "scenario": scenario.to_dict()}, OK)
+        process.reset({"type": RESET, "scenario": scenario.to_dict()}, scenario_label(scenario))
         impl = self.cls(process, self.model_name)
         weakref.finalize(impl, self.pool.give_back, process)
         return impl

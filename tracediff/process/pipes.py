@@ -48,7 +48,9 @@ from tracediff.process.framing import (
     ERROR,
     HELLO,
     MAX_MESSAGE_BYTES,
+    OK,
     SHUTDOWN,
+    STRAY_BEFORE_RESET,
     ProtocolError,
     frame,
     message_length,
@@ -289,6 +291,9 @@ class ExternalProcess:
         # the reply type whose decision is parsed keeping its bytes (the layout's
         # keep_decision_bytes), "" for none
         self.keep_bytes = ""
+        # the scenario this process serves (profile:seed), since its last reset: a reply
+        # too many that the next reset reads is most likely that scenario's last one's
+        self.scenario: str | None = None
         _PIN.take()  # before the start: the process inherits the pin
         try:
             self.popen = subprocess.Popen(
@@ -345,10 +350,11 @@ class ExternalProcess:
 
     # -- one request, one reply ---------------------------------------------------------
     def request(
-        self, message: dict[str, Any], expect: str, what: str | None = None
+        self, message: dict[str, Any], expect: str, what: str | None = None, stray: str = ""
     ) -> dict[str, Any]:
         """Send ``message`` and return the reply of type ``expect``; ``what`` names the
-        request in findings (default: its type, ``the 'plan' request``).
+        request in findings (default: its type, ``the 'plan' request``); ``stray`` says,
+        after a reply of another type, what that reply is (:meth:`reset`).
 
         Anything else (death, garbage, a reply of another type, no reply in time) raises
         ExternalFault and kills the process; an ``error`` reply raises ExternalFault with the
@@ -366,7 +372,32 @@ class ExternalProcess:
         except BaseException:
             self.kill()
             raise
-        return self._answer(what, expect)
+        return self._answer(what, expect, stray)
+
+    def reset(self, message: dict[str, Any], scenario: str) -> dict[str, Any]:
+        """Send the ``reset`` of ``scenario`` (its label, ``quick:7``) and return its ``ok``.
+
+        A reset is answered by ``ok`` (or ``error``) and nothing else, so any other reply,
+        or a second message right behind the ``ok``, is one the process owed to no request:
+        a reply too many it sent only once the reset arrived, most likely to the last
+        request of the scenario it served before (whose end found nothing unasked yet). That
+        is the process's fault (ExternalFault, naming it), reported with both scenarios, and
+        not as the reset scenario's own: the reply is not its doing."""
+        before, self.scenario = self.scenario, scenario
+        what = f"the 'reset' of scenario {scenario}"
+        if before is None:
+            cause = "a reply too many: no reply was owed (this process's first scenario)"
+        else:
+            cause = (
+                f"{STRAY_BEFORE_RESET} {before}, which this process served before (it came "
+                f"after that scenario's last reply), not anything of scenario {scenario}'s"
+            )
+        stray = f": {cause}"
+        reply = self.request(message, OK, what, stray=stray)
+        sent = self.unasked()  # in the same write as the 'ok', or right behind it
+        if sent is not None:
+            self.fail(f"sent {sent} with its 'ok' to {what}{stray}")
+        return reply
 
     # -- requests sent ahead (version 2) ------------------------------------------------
     def post(self, messages: list[dict[str, Any]], ahead: list[Ahead]) -> None:
@@ -462,7 +493,7 @@ class ExternalProcess:
         if sent is not None:
             self.fail(f"sent {sent} {when}, with no request to answer (a reply too many)")
 
-    def _answer(self, what: str, expect: str) -> dict[str, Any]:
+    def _answer(self, what: str, expect: str, stray: str = "") -> dict[str, Any]:
         try:
             reply = self._receive(what, keep_bytes=expect == self.keep_bytes)
         except BaseException:
@@ -477,7 +508,7 @@ class ExternalProcess:
             raise ExternalFault(
                 self._with_stderr(f"{self.name} reported an error on {what}: {text}")
             )
-        self.fail(f"answered {what} with a {kind!r} message, expected {expect!r}")
+        self.fail(f"answered {what} with a {kind!r} message, expected {expect!r}{stray}")
 
     def fail(self, what: str) -> NoReturn:
         self.kill()
@@ -648,6 +679,11 @@ def _close_all() -> None:
     for process in list(_LIVE):
         if process.owner == me:  # not a forked parent's
             process.close()
+
+
+def scenario_label(scenario: Any) -> str:
+    """``profile:seed``, how findings name a scenario (any model's: both are duck-typed)."""
+    return f"{getattr(scenario, 'profile', '?')}:{getattr(scenario, 'seed', '?')}"
 
 
 def check_versions(process: ExternalProcess, strict: bool) -> None:

@@ -64,6 +64,7 @@ from tracediff.compare.timeline import round_mark
 from tracediff.errors import ScenarioError
 from tracediff.executor import DONE, Executor, Notify, ScenarioTimeout, open_executor, time_limit
 from tracediff.model import DecisionModel, Scenario
+from tracediff.process.framing import STRAY_BEFORE_RESET
 from tracediff.project import current_model
 from tracediff.project.impls import ImplSpec, load
 from tracediff.running import record as record_module
@@ -458,6 +459,13 @@ def explain(
         return _timeout(base, result)
     if result.status == ERROR and WORKER_DIED in result.message:
         why = "not re-run: the implementation killed its worker twice, and would again"
+        return _not_reproduced(base, result, why)
+    if result.status == ERROR and STRAY_BEFORE_RESET in result.message:
+        why = (
+            "not re-run: the served process's reply too many came from the scenario it served "
+            "before, so this scenario run alone would pass; run that one (and the two in a row) "
+            "to see it"
+        )
         return _not_reproduced(base, result, why)
     if result.status == ERROR and LEFT_RUNNING in result.message and result.impls:
         if all(s.digest == result.impls[0].digest for s in result.impls):

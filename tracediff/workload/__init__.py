@@ -29,9 +29,10 @@ from tracediff.workload.spec import (
     parse_table,
     split,
 )
-from tracediff.workload.windows import Window, WorkloadOrigin, WorkloadSet, load
+from tracediff.workload.windows import TAG_CHARS, Window, WorkloadOrigin, WorkloadSet, load
 
 __all__ = [
+    "TAG_CHARS",
     "TraceRequest",
     "Window",
     "Workload",

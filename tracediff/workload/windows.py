@@ -10,6 +10,8 @@ windows takes one again with other draws from the seed (the rest of the scenario
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,9 @@ from tracediff.errors import ScenarioError
 from tracediff.workload.request import TraceRequest
 from tracediff.workload.source import Workload, open_workload
 from tracediff.workload.spec import WorkloadSpec
+
+TAG_CHARS = 8  # of a workload's content digest, in its profile's name
+MAX_NAME = 100  # characters of a profile name (the models' PROFILE_NAME)
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,32 @@ class WorkloadSet:
     @property
     def name(self) -> str:
         return "+".join(w.name for w in self.workloads)
+
+    @property
+    def tag(self) -> str:
+        """TAG_CHARS hex digits of a sha256 of the files' contents and of how they are cut
+        and scaled: what the scenarios depend on. Not of the paths: a checkout moved to
+        another directory (CI's, a colleague's) keeps its golden manifests' names."""
+        spec = self.spec
+        text = json.dumps(
+            {
+                "files": [w.sha256 for w in self.workloads],
+                "cut": [spec.window, spec.step, spec.block_tokens],
+                "scales": [spec.time_scale, spec.input_scale, spec.output_scale],
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:TAG_CHARS]
+
+    def profile_name(self, base: str) -> str:
+        """The name of profile ``base`` over these files (``--workload FILE``):
+        ``BASE+STEM-TAG``, e.g. ``quick+traffic-1a2b3c4d``. It names golden manifests and
+        saved scenarios, so the stem alone is not enough: ``a/traffic.jsonl`` and
+        ``b/traffic.jsonl`` would share one manifest (the tag keeps them apart, and names
+        a rewritten file's scenarios apart from the old ones'). At most MAX_NAME characters,
+        the tag always kept."""
+        head = f"{base}+{self.name}"[: MAX_NAME - 1 - TAG_CHARS]
+        return f"{head}-{self.tag}"
 
     def windows(self, workload: Workload) -> int:
         spec = self.spec

@@ -231,10 +231,10 @@ def _workload_profile() -> KVProfile:
 
 def with_workload(profile: KVProfile, workloads: WorkloadSet) -> KVProfile:
     """``profile`` over ``workloads`` (``--workload FILE``): its seeds and bounds, the
-    requests from the windows; named ``PROFILE+FILE``."""
+    requests from the windows; named ``PROFILE+FILE-TAG`` (WorkloadSet.profile_name)."""
     return dataclasses.replace(
         profile,
-        name=f"{profile.name}+{workloads.name}"[:100],
+        name=workloads.profile_name(profile.name),
         description=f"{profile.description} ({workloads.spec.describe()})",
         workload=workloads,
     )

@@ -46,6 +46,7 @@ from tracediff.process.pipes import (
     ExternalProcess,
     ProcessPool,
     check_versions,
+    scenario_label,
 )
 from tracediff.process.pipes import parse_command as _parse_command
 
@@ -102,7 +103,7 @@ class ExecFactory:
         process = self.pool.take()
         process.keep_bytes = ""  # until this scenario's recording asks for them
         payload = reset_payload(scenario)
-        process.request({"type": RESET, "scenario": payload}, OK)
+        process.reset({"type": RESET, "scenario": payload}, scenario_label(scenario))
         scheduler = ExternalScheduler(process, payload["requests"])
         weakref.finalize(scheduler, self.pool.give_back, process)
         return scheduler

@@ -316,10 +316,10 @@ def _workload_profile() -> VllmProfile:
 
 def with_workload(profile: VllmProfile, workloads: WorkloadSet) -> VllmProfile:
     """``profile`` over ``workloads`` (``--workload FILE``): its seeds and bounds, the
-    requests from the windows; named ``PROFILE+FILE``."""
+    requests from the windows; named ``PROFILE+FILE-TAG`` (WorkloadSet.profile_name)."""
     return dataclasses.replace(
         profile,
-        name=f"{profile.name}+{workloads.name}"[:100],
+        name=workloads.profile_name(profile.name),
         description=f"{profile.description} ({workloads.spec.describe()})",
         workload=workloads,
     )

@@ -276,15 +276,15 @@ def parse_profile(data: dict[str, Any], path: str = "<memory>", text: str = "") 
 
 def with_workload(profile: Profile, workloads: WorkloadSet) -> Profile:
     """``profile`` over ``workloads`` (``--workload FILE``): the same seeds, matrix cells and
-    draws, the requests from the windows; named ``PROFILE+FILE`` (golden manifests, saved
-    scenarios)."""
+    draws, the requests from the windows; named ``PROFILE+FILE-TAG`` (golden manifests, saved
+    scenarios; WorkloadSet.profile_name)."""
     window = workloads.spec.window
     if window > MAX_REQUESTS:
         raise UsageError(
             f"--workload: windows of {window} requests; a specdec scenario holds at most "
             f"{MAX_REQUESTS}"
         )
-    name = f"{profile.name}+{workloads.name}"[:100]
+    name = workloads.profile_name(profile.name)
     return dataclasses.replace(
         profile,
         name=name,
