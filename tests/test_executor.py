@@ -86,6 +86,28 @@ def test_map_keeps_input_order_and_a_task_that_kills_two_workers_is_died() -> No
     assert outcomes[1].attempts == 2 and "status 9" in outcomes[1].death()
 
 
+def _where(_payload: Any, _progress: Any, _notify: Any) -> tuple[str, str | None]:
+    return os.getcwd(), os.environ.get("TRACEDIFF_TEST_WHERE")
+
+
+def test_a_worker_works_where_and_with_the_environment_its_pool_was_opened_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the fork server forks every worker from what it had when it started (once per
+    # process): a program that changes directory or $TRACEDIFF_MODEL between runs must
+    # not get workers of the old one (a worker looked `reference` up in another model)
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        monkeypatch.setenv("TRACEDIFF_TEST_WHERE", name)
+        with LocalPool(2) as pool:
+            seen = {o.value for o in pool.map(_where, [0, 1, 2, 3])}
+        assert seen == {(str(tmp_path / name), name)}
+    monkeypatch.delenv("TRACEDIFF_TEST_WHERE")
+    with LocalPool(1) as pool:
+        assert pool.map(_where, [0])[0].value == (str(tmp_path / "second"), None)
+
+
 def _sleep_on_zero(payload: int, _progress: Any, _notify: Any) -> int:
     if payload == 0:
         import time

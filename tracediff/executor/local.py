@@ -242,7 +242,7 @@ class LocalPool(Executor):
             parent_end, child_end = self._context.Pipe(duplex=True)
             process = self._context.Process(  # type: ignore[attr-defined]
                 target=_worker_main,
-                args=(child_end, progress, str(stack_path), self._memory_limit_mb),
+                args=(child_end, progress, str(stack_path), self._memory_limit_mb, _here()),
                 name=name,
                 daemon=True,
             )
@@ -615,15 +615,34 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _here() -> tuple[str | None, dict[str, str]]:
+    """The working directory and environment this process has now, for a worker it starts.
+
+    A fork server is started once per process and forks every worker from what *it* had
+    when it started: a worker would otherwise run in the directory and with the variables of
+    that moment. In one command they never change, but a program that drives tracediff
+    through its API (or a test session) changes them between runs: a worker then looked
+    names up in the model of an earlier ``$TRACEDIFF_MODEL`` (``reference`` found as
+    another model's, its digests not the manifest's) and imported implementations from an
+    earlier working directory."""
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # the directory was removed: the worker keeps the server's
+        cwd = None
+    return cwd, dict(os.environ)
+
+
 # -- worker side ---------------------------------------------------------------------------
 def _worker_main(
     conn: Connection,
     progress: Any,
     stack_path: str,
     memory_limit_mb: int | None,
+    here: tuple[str | None, dict[str, str]] = (None, {}),
 ) -> None:
     with contextlib.suppress(OSError):
         os.setsid()  # lead a process group of its own: see _kill_group
+    _take(here)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_stop)
     _die_with_parent()
@@ -639,6 +658,18 @@ def _worker_main(
     finally:
         with contextlib.suppress(OSError):
             conn.close()
+
+
+def _take(here: tuple[str | None, dict[str, str]]) -> None:
+    """Work where, and with the environment that, the process starting this worker has
+    (:func:`_here`)."""
+    cwd, environ = here
+    if environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    if cwd is not None:
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
 
 
 def _serve(conn: Connection, shared: Any, problem: str = "") -> None:
