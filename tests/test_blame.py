@@ -41,7 +41,17 @@ class Interrupts(ToyModel):
         raise KeyboardInterrupt
 
 
-BADPROFILE, EXITS, INTERRUPTS = BadProfile(), Exits(), Interrupts()
+class DriverBug(ToyModel):
+    name = "driverbug"
+
+    def drive(self, scenario, impl, *, check=True):
+        for number, record in enumerate(super().drive(scenario, impl, check=check)):
+            if number == 3:
+                raise ValueError("the driver's own bug")
+            yield record
+
+
+BADPROFILE, EXITS, INTERRUPTS, DRIVERBUG = BadProfile(), Exits(), Interrupts(), DriverBug()
 """
 
 # a driver whose drive lives in an engine module of its own
@@ -77,6 +87,7 @@ ENTRY_POINTS = """[tracediff.models]
 badprofile = hostile_models:BADPROFILE
 exits = hostile_models:EXITS
 interrupts = hostile_models:INTERRUPTS
+driverbug = hostile_models:DRIVERBUG
 onimport = exits_on_import:MODEL
 elsewhere = elsewhere_model:ELSEWHERE
 """
@@ -125,6 +136,24 @@ def test_a_models_own_failure_is_exit_2_naming_it(
         assert f"the model {model!r} failed in {member}: {error}" in done.stderr
         assert f"(hostile_models.py:{line})" in done.stderr
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+        assert not (tmp_path / "x.trace").exists()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_driver_that_raises_is_the_models_fault_in_every_command(
+    plugins: Path, tmp_path: Path, jobs: str
+) -> None:
+    # the scenario's error is neither an implementation's finding nor tracediff's bug
+    expected = "the model 'driverbug' failed in drive: ValueError: the driver's own bug"
+    for args in (
+        ("run", "-j", jobs),
+        ("gate", "-j", jobs, "--junit", "j.xml"),
+        ("record", "--seed", "1", "-o", "x.trace"),
+    ):
+        done = td(plugins, tmp_path, "--model", "driverbug", *args)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert expected in done.stderr and "(hostile_models.py:34)" in done.stderr
+        assert "Traceback" not in done.stderr + done.stdout
         assert not (tmp_path / "x.trace").exists()
 
 

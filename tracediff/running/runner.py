@@ -485,7 +485,11 @@ def run_scenario(
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a finding
         if progress is None and passes_through(exc):
             raise  # in this process, a real Ctrl-C is the user's
-        failed = names[current] if current < len(names) else None
+        if len(timed) == len(specs):  # driving (constructing one is the implementation's)
+            model_fault = _drivers_fault(exc, [t.inner for t in timed])
+        failed = None if model_fault else names[current] if current < len(names) else None
+        if model_fault:
+            divergence = record_type = plan_number = None  # no finding of theirs
         # The first divergence is the finding (still DIVERGED, at its plan) and a failure
         # after it is context, kept in failed_impl and message; unless the driver refused
         # the differing record itself (a malformed round, found one step later).
@@ -494,7 +498,9 @@ def run_scenario(
             status = ERROR
             plan_number = timed[current].plans if current < len(timed) else 0
         message = "".join(traceback.format_exception(exc)).rstrip()
-        if isinstance(exc, SchedulerFault | ExitPatched):
+        if model_fault:
+            message = model_fault
+        elif isinstance(exc, SchedulerFault | ExitPatched):
             message = str(exc)
         elif isinstance(exc, SystemExit):
             message += f"\nSystemExit: the implementation called sys.exit({exc.code!r})"
@@ -572,6 +578,39 @@ def keep_artifacts(
         message = f"{result.message}\n{note}" if result.message else note
         return dataclasses.replace(result, artifacts=tuple(kept), message=message)
     return dataclasses.replace(result, artifacts=tuple(kept))
+
+
+def _drivers_fault(exc: BaseException, inners: Sequence[Any]) -> str:
+    """The one line naming the model (exit 2) when ``exc`` was raised by its driver's own
+    code and not by an implementation (tracediff.blame's rule), else "".
+
+    The frames of a built-in model's implementations live in the model's package too, so
+    the rule alone would blame the model for its reference's bug: a traceback that passes
+    through an implementation (a frame of a method of one of ``inners``' classes, or with one
+    of them as ``self``) is the implementation's. What a driver does with a value an
+    implementation returned is the driver's: it must check it before it uses it."""
+    if isinstance(exc, SchedulerFault | ExitPatched | ScenarioTimeout):
+        return ""
+    from tracediff.blame import model_fault
+
+    found = model_fault(exc)
+    if found is None:
+        return ""
+    codes = {
+        code
+        for inner in inners
+        for klass in type(inner).__mro__
+        if klass is not object
+        for attribute in vars(klass).values()
+        if (code := getattr(getattr(attribute, "__func__", attribute), "__code__", None))
+    }
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code in codes or any(frame.f_locals.get("self") is i for i in inners):
+            return ""
+        tb = tb.tb_next
+    return str(ModelFailed(found.message()))
 
 
 def _record_type(record: dict[str, Any] | None) -> str:
