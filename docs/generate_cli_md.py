@@ -24,7 +24,8 @@ def render() -> str:
     out = [HEADER]
 
     def walk(command: click.Command, ctx: click.Context, path: list[str]) -> None:
-        out.extend([f"## `{' '.join(path)}`", "", "```text", command.get_help(ctx).rstrip(), "```", ""])
+        title = f"## `{' '.join(path)}`"
+        out.extend([title, "", "```text", command.get_help(ctx).rstrip(), "```", ""])
         if isinstance(command, click.Group):
             for name in command.list_commands(ctx):
                 sub = command.get_command(ctx, name)

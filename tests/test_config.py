@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -115,6 +116,21 @@ def test_the_public_api_compares_and_explains() -> None:
     assert "quick:37: decision" in result.explain()
     same = tracediff.compare_implementations(tracediff.scenarios_of("quick", "3")[0])
     assert same.ok and same.explain() == ""
+
+
+def test_the_public_apis_reproduce_command_for_a_workload_profile_runs() -> None:
+    skewed = "tests.impls.skewed:SkewedScheduler"
+    named = f"quick@{Path(__file__).resolve().parents[1] / 'workloads/azure_code.csv'}"
+    (finding,) = tracediff.compare_implementations(named, ["reference", skewed], seeds=[2]).findings
+    # the profile as given (its workload file named again), not its PROFILE+FILE-TAG name
+    assert "--workload" in finding.reproduce and "+" not in finding.reproduce
+    args = shlex.split(finding.reproduce)
+    assert args[:2] == ["tracediff", "run"]
+    rerun = CliRunner().invoke(main, args[1:])
+    assert rerun.exit_code == 1 and "1 diverged of 1 scenario" in rerun.output, rerun.output
+    # a scenario handed over alone: its workload is not a command line's, so saved first
+    alone = tracediff.compare_implementations(finding.scenario, ["reference", skewed])
+    assert alone.findings[0].reproduce.startswith("tracediff shrink --scenario <scenario.json>")
 
 
 USER_SCHEDULER = '''

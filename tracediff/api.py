@@ -198,15 +198,25 @@ def compare_implementations(
                 result.status,
                 divergence,
                 explanation_text(divergence),
-                _reproduce(scenario, names),
+                _reproduce(scenario, names, what if isinstance(what, str) else None),
             )
         )
     return ComparisonResult(names, tuple(out))
 
 
-def _reproduce(scenario: Scenario, impls: Sequence[str]) -> str:
+def _reproduce(scenario: Scenario, impls: Sequence[str], named: str | None = None) -> str:
+    """The command that runs ``scenario`` again: by its profile and seed when a command
+    line can name that profile (``named``: the profile as the caller gave it, ``P@FILE`` for
+    a workload's), else from a saved scenario file."""
+    from tracediff import workload
+    from tracediff.project.profiles import profile_options
+
     args = " ".join(f"--impl {shlex.quote(name)}" for name in impls)
-    if scenario.profile in ("hypothesis",) or "/" in scenario.profile:
+    if named is not None and workload.split(named)[1] is not None:
+        return f"tracediff run {profile_options(named)} --seeds {scenario.seed} {args}"
+    if scenario.profile in ("hypothesis",) or "/" in scenario.profile or "+" in scenario.profile:
+        # a fuzzed scenario, a profile file's, or a workload's (PROFILE+FILE-TAG names no
+        # profile a command line takes)
         return f"tracediff shrink --scenario <scenario.json> {args}  (save the scenario first)"
     return f"tracediff run --profile {shlex.quote(scenario.profile)} --seeds {scenario.seed} {args}"
 
