@@ -108,6 +108,33 @@ def test_a_worker_works_where_and_with_the_environment_its_pool_was_opened_in(
         assert pool.map(_where, [0])[0].value == (str(tmp_path / "second"), None)
 
 
+STOPPED_WHILE_STARTING = """
+import multiprocessing as mp, os, signal, sys
+from tracediff.executor import local
+
+# the pool's stop arrives while the worker is still setting up (right after its handler)
+local._die_with_parent = lambda: os.kill(os.getpid(), signal.SIGTERM)
+context = mp.get_context("fork")
+parent, child = context.Pipe()
+process = context.Process(
+    target=local._worker_main, args=(child, context.RawArray("q", 4), sys.argv[1], None)
+)
+process.start()
+process.join(30)
+print(process.exitcode)
+"""
+
+
+def test_a_worker_stopped_while_it_starts_ends_without_a_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_WHILE_STARTING, str(tmp_path / "stack")],
+        capture_output=True, text=True, timeout=60, check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "0", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "WorkerStop" not in done.stderr
+
+
 def _sleep_on_zero(payload: int, _progress: Any, _notify: Any) -> int:
     if payload == 0:
         import time

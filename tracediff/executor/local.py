@@ -644,17 +644,21 @@ def _worker_main(
         os.setsid()  # lead a process group of its own: see _kill_group
     _take(here)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _raise_stop)
-    _die_with_parent()
-    stack_file = open(stack_path, "w", encoding="utf-8")  # open for the worker's lifetime
-    faulthandler.enable(stack_file, all_threads=True)
-    if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, stack_file, all_threads=True)
+    # The pool may stop a worker that is still setting up (a short run closing): the stop
+    # must unwind quietly from the first moment its handler is in place, or
+    # multiprocessing prints "Process tracediff-worker-N: Traceback ... WorkerStop" on the
+    # command's standard error.
     try:
+        signal.signal(signal.SIGTERM, _raise_stop)
+        _die_with_parent()
+        stack_file = open(stack_path, "w", encoding="utf-8")  # open for the worker's lifetime
+        faulthandler.enable(stack_file, all_threads=True)
+        if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
+            faulthandler.register(signal.SIGUSR1, stack_file, all_threads=True)
         problem = "" if memory_limit_mb is None else _limit_memory(memory_limit_mb)
         _serve(conn, progress, problem)
     except WorkerStop:
-        pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second stop ends it, silently too
     finally:
         with contextlib.suppress(OSError):
             conn.close()
