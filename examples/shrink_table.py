@@ -217,7 +217,30 @@ def markdown(after: dict[str, Any], before: dict[str, Any] | None) -> str:
             f"| {_cell(old, 'evaluations')} | {_cell(rows, 'evaluations')} "
             f"| {_cell(old, 'seconds', 1)} | {_cell(rows, 'seconds', 1)} | {above or 'none'} |"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", summary(after, before)])
+
+
+def summary(after: dict[str, Any], before: dict[str, Any] | None) -> str:
+    """The totals under the table: how many shrinks, their sizes and evaluations (median and
+    worst), how many ended above 4, and how many gave the same bytes twice."""
+
+    def line(label: str, rows: list[dict[str, Any]]) -> str:
+        sizes = [r["size"] for r in rows]
+        evaluations = [r["evaluations"] for r in rows]
+        above = sum(size > 4 for size in sizes)
+        same = [r["deterministic"] for r in rows if "deterministic" in r]
+        twice = f"; the same bytes twice: {sum(same)} of {len(same)}" if same else ""
+        return (
+            f"{label}: {len(rows)} shrinks; size median {statistics.median(sizes):g}, worst "
+            f"{max(sizes)}; evaluations median {statistics.median(evaluations):g}, worst "
+            f"{max(evaluations)}; above 4: {above}{twice}"
+        )
+
+    text = [line("after", after["rows"])]
+    if before is not None:
+        keys = {(r["impl"], r["seed"]) for r in after["rows"]}
+        text.append(line("before", [r for r in before["rows"] if (r["impl"], r["seed"]) in keys]))
+    return "\n\n".join(text)
 
 
 def _vllm_importable() -> bool:
