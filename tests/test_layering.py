@@ -268,6 +268,7 @@ MODEL_API = (
     "tracediff.models",
     "tracediff.errors",
     "tracediff.workload",
+    "tracediff.search.passes",
     "tracediff.resources",
     "tracediff.project.impls",
     "tracediff.project.seeds",

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.errors import ScenarioError, SchedulerFault, UsageError
+from tracediff.errors import ScenarioError, SchedulerFault
 from tracediff.model import Clause, Draws, Record
 from tracediff.models import BaseModel
 
@@ -131,6 +131,7 @@ class {cls}(BaseModel):
     size_unit = "item"
     choice_fields: Mapping[str, frozenset[str]] = {{"plan": frozenset({{"pick"}})}}
     spec = "{module}.py's docstring"
+    profiles: Mapping[str, Profile] = PROFILES  # BaseModel's load_profile and profile_names
 
     # -- scenarios
     def scenario_from_dict(self, data: Any) -> Scenario:
@@ -139,14 +140,6 @@ class {cls}(BaseModel):
             return Scenario(str(data["profile"]), int(data["seed"]), items)
         except (KeyError, TypeError, ValueError) as exc:
             raise ScenarioError(f"not a {name} scenario: {{type(exc).__name__}}: {{exc}}") from None
-
-    def load_profile(self, name: str) -> Profile:
-        if name not in PROFILES:
-            raise UsageError(f"unknown profile {{name!r}}; choose one of: {{', '.join(PROFILES)}}")
-        return PROFILES[name]
-
-    def profile_names(self) -> list[str]:
-        return sorted(PROFILES)
 
     def generate_from(self, profile: Profile, seed: int, draws: Draws) -> Scenario:
         """Every random choice through `draws`: tracediff seeds it per (profile, seed),

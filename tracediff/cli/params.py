@@ -11,7 +11,7 @@ that command bodies only resolve the project's defaults and call the core.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -55,6 +55,29 @@ class SeedSet(_ParamType):
 
         # parse_seeds's UsageError: one line, exit 2, naming the bad part of the set
         return parse_seeds(str(value), MAX_SEEDS if self.limit is None else self.limit)
+
+
+class Counts(_ParamType):
+    """Counts in a seed set's syntax ("50,100,200"), as a tuple: a bench's request counts.
+    A bad one is a UsageError (exit 2) naming the option and ``example``."""
+
+    name = "text"
+
+    def __init__(self, example: str) -> None:
+        self.example = example
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        from tracediff.project.seeds import parse_seeds
+
+        try:
+            return parse_seeds(str(value))
+        except UsageError:
+            flag = _flag(param, "--requests")
+            raise UsageError(f"{flag} {value!r}: give counts like {self.example}") from None
 
 
 class Seconds(click.types.FloatParamType):
@@ -164,6 +187,20 @@ def impl_option(
     if multiple:
         return _option("--impl", "impls", multiple=True, help=help)
     return _option("--impl", "impl", default=default, show_default=default is not None, help=help)
+
+
+def counts_option(default: str, example: str) -> Callable[[F], F]:
+    """A bench's ``--requests``: the request counts of its cells (:class:`Counts`)."""
+    return _option("--requests", type=Counts(example), default=default, show_default=True,
+                   help="Request counts.")  # fmt: skip
+
+
+def choices_option(flag: str, choices: Sequence[str], help: str) -> Callable[[F], F]:  # noqa: A002
+    """A repeatable option of fixed ``choices`` (``--pressure low --pressure high``), given
+    to the command as a tuple named after the flag plus "s" (``pressures``); empty when
+    it is not given, the command choosing its default."""
+    dest = flag.lstrip("-").replace("-", "_") + "s"
+    return _option(flag, dest, multiple=True, type=click.Choice(list(choices)), help=help)
 
 
 def timeout_option(help: str, name: str = "timeout_s") -> Callable[[F], F]:  # noqa: A002

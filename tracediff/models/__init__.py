@@ -44,6 +44,29 @@ class BaseModel:
     methods: tuple[str, ...] = ()
     decide: str = DECISION
 
+    # -- built-in profiles by name, for load_profile and profile_names -------------------
+    # A value is a profile, or what makes one when it is loaded (a callable of no arguments:
+    # a profile that reads files, as tracediff.workload.over_samples does, reads them only
+    # when a command asks for it). A model that loads profiles otherwise overrides both.
+    profiles: Mapping[str, Any] = {}
+
+    def load_profile(self, name: str) -> Any:
+        """The profile ``name`` of :attr:`profiles`; UsageError naming the choices."""
+        if not self.profiles:
+            raise UsageError(
+                f"the model {self.name!r} has no profiles: give it profiles, or load_profile "
+                "and profile_names (docs/models.md)"
+            )
+        if name not in self.profiles:
+            raise UsageError(
+                f"unknown profile {name!r}; choose one of: {', '.join(self.profile_names())}"
+            )
+        found = self.profiles[name]
+        return found() if callable(found) else found
+
+    def profile_names(self) -> list[str]:
+        return sorted(self.profiles)
+
     # -- a generator written against draws (tracediff.draws) gives the rest ----------------
     fuzz_profile = "quick"  # the profile whose generator settings fuzz draws scenarios with
 
@@ -78,7 +101,7 @@ class BaseModel:
             )
         from tracediff.search.draws import fuzz_strategy
 
-        return fuzz_strategy(self, self.load_profile(self.fuzz_profile), max_size)  # type: ignore[attr-defined]
+        return fuzz_strategy(self, self.load_profile(self.fuzz_profile), max_size)
 
     def size_key(self, scenario: Any, plans: int) -> tuple[int, ...]:
         """The shrink order: fewer items, then fewer plans."""
@@ -159,6 +182,15 @@ class BaseModel:
 
     def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
         return {}
+
+    def clause_counts(self, scenario: Any, impl: str) -> Mapping[str, int]:
+        """Per clause of :attr:`clauses`, how often it decided in the observed run of the
+        built-in ``impl`` (:meth:`observed_coverage`); empty when it has no observed twin.
+        What a model's ``fuzz_targets`` returns for its baseline."""
+        observed = self.observed_coverage(scenario, impl)
+        if observed is None:
+            return {}
+        return {c.name: n for c, n in zip(self.clauses, observed[2], strict=True)}
 
     def observed_coverage(
         self, scenario: Any, impl: str

@@ -13,12 +13,15 @@ into windows, knowing no model. A model maps a window's requests into its own sc
     spec.py      WorkloadSpec: a profile's [workload] table; --workload's profile names
     windows.py   seeds to windows (WorkloadSet), and WorkloadOrigin, a scenario's record
                  of where its requests came from
+    profiles.py  a model's profile over workloads: over (--workload), over_samples (the
+                 shipped samples)
 
 Damaged input is a :class:`tracediff.errors.WorkloadError` naming ``file:line`` (exit 2).
 """
 
 from __future__ import annotations
 
+from tracediff.workload.profiles import SAMPLES, over, over_samples
 from tracediff.workload.request import TraceRequest
 from tracediff.workload.source import Workload, open_workload
 from tracediff.workload.spec import (
@@ -32,6 +35,7 @@ from tracediff.workload.spec import (
 from tracediff.workload.windows import TAG_CHARS, Window, WorkloadOrigin, WorkloadSet, load
 
 __all__ = [
+    "SAMPLES",
     "TAG_CHARS",
     "TraceRequest",
     "Window",
@@ -44,6 +48,8 @@ __all__ = [
     "for_file",
     "load",
     "open_workload",
+    "over",
+    "over_samples",
     "parse_table",
     "split",
 ]

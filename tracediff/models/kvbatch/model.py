@@ -8,13 +8,15 @@ calls ``plan(now)`` while requests are unfinished and advances the clock by the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from tracediff.errors import ScenarioError, SchedulerFault
-from tracediff.model import Clause, DecisionModel, Draws, Record, ShrinkPass
+from tracediff.model import Clause, DecisionModel, Record, ShrinkPass
 from tracediff.models import BaseModel
 from tracediff.models.kvbatch import coverage, scenario
-from tracediff.models.kvbatch.scenario import FORMAT, RECORD_KEYS, KVProfile, KVScenario
+from tracediff.models.kvbatch.scenario import FORMAT, RECORD_KEYS, KVScenario
+from tracediff.workload import over, over_samples
 
 MAX_PLANS = 200_000
 _INT_KEYS = ("plan", "now", "hits", "tokens", "free")
@@ -49,26 +51,17 @@ class KVBatchModel(BaseModel):
         "tracediff.models.kvbatch.optimized",
     )
     informational = coverage.INFORMATIONAL
+    profiles: Mapping[str, Any] = {
+        **scenario.PROFILES,
+        scenario.WORKLOAD.name: partial(over_samples, scenario.WORKLOAD),
+    }
 
-    # -- scenarios
-    def scenario_from_dict(self, data: Any) -> KVScenario:
-        return scenario.scenario_from_dict(data)
-
-    def load_profile(self, name: str) -> KVProfile:
-        return scenario.load_profile(name)
-
-    def profile_names(self) -> list[str]:
-        return sorted(scenario.PROFILE_NAMES)
-
-    def profile_from_toml(self, data: dict[str, Any], path: str) -> KVProfile:
-        return scenario.profile_from_toml(data, path)
-
-    def with_workload(self, profile: KVProfile, workloads: Any) -> KVProfile:
-        return scenario.with_workload(profile, workloads)
-
-    def generate_from(self, profile: KVProfile, seed: int, draws: Draws) -> KVScenario:
-        # BaseModel seeds it (generate), shrinks its draws and fuzzes through it
-        return scenario.generate_from(profile, seed, draws)
+    # -- scenarios: the scenario module's functions, as they are
+    scenario_from_dict = staticmethod(scenario.scenario_from_dict)
+    profile_from_toml = staticmethod(scenario.profile_from_toml)
+    with_workload = staticmethod(over)  # a profile over --workload's windows
+    # BaseModel seeds it (generate), shrinks its draws and fuzzes through it
+    generate_from = staticmethod(scenario.generate_from)
 
     def size(self, scenario: KVScenario) -> int:
         return len(scenario.requests)
@@ -186,10 +179,7 @@ class KVBatchModel(BaseModel):
         return coverage.observed_coverage(self.private_copy(scenario), self.drive)
 
     def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
-        observed = self.observed_coverage(scenario, "reference")
-        if observed is None:
-            return {}
-        return {c.name: n for c, n in zip(coverage.CLAUSES, observed[2], strict=True)}
+        return self.clause_counts(scenario, "reference")
 
 
 scenario_validate = scenario.validate

@@ -6,7 +6,6 @@ A seed's scenario is a pure function of (profile, seed).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -147,23 +146,12 @@ PROFILES = {
 }  # fmt: skip
 
 
-# The shipped samples (workloads/, docs/workloads.md): seed s reads sample s mod 3.
-WORKLOAD_SAMPLES = ("mooncake_conversation.jsonl", "azure_code.csv", "burstgpt_synthetic.csv")
+# The built-in workload profile: its bounds, over the shipped traffic samples when it is
+# loaded (the model's ``profiles``, tracediff.workload.over_samples).
 WORKLOAD = KVProfile(
     "workload", "windows of 16 requests of the shipped traffic samples", tuple(range(24)),
     16, 64, 16,
 )  # fmt: skip
-PROFILE_NAMES = (*PROFILES, WORKLOAD.name)
-
-
-def load_profile(name: str) -> KVProfile:
-    if name == WORKLOAD.name:
-        return _workload_profile()
-    if name not in PROFILES:
-        raise UsageError(
-            f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILE_NAMES))}"
-        )
-    return PROFILES[name]
 
 
 # A profile file's keys (``profile_from_toml``); the bounds a generated scenario draws under.
@@ -211,33 +199,6 @@ def profile_from_toml(data: dict[str, Any], path: str) -> KVProfile:
         )
         workloads = workload.load(spec)
     return KVProfile(name, description, seeds, workload=workloads, **bounds)
-
-
-def _workload_profile() -> KVProfile:
-    from tracediff import workload
-    from tracediff.resources import builtin_dir
-
-    directory = builtin_dir("workloads")
-    if directory is None:
-        raise UsageError("the workload profile's samples are not installed (workloads/)")
-    spec = workload.WorkloadSpec(
-        tuple(str(directory / name) for name in WORKLOAD_SAMPLES),
-        window=16,
-        time_scale=0.1,
-        output_scale=0.25,
-    )
-    return dataclasses.replace(WORKLOAD, workload=workload.load(spec))
-
-
-def with_workload(profile: KVProfile, workloads: WorkloadSet) -> KVProfile:
-    """``profile`` over ``workloads`` (``--workload FILE``): its seeds and bounds, the
-    requests from the windows; named ``PROFILE+FILE-TAG`` (WorkloadSet.profile_name)."""
-    return dataclasses.replace(
-        profile,
-        name=workloads.profile_name(profile.name),
-        description=f"{profile.description} ({workloads.spec.describe()})",
-        workload=workloads,
-    )
 
 
 def generate_from(profile: KVProfile, seed: int, draws: Draws) -> KVScenario:

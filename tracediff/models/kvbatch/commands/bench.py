@@ -5,35 +5,25 @@ from __future__ import annotations
 import click
 
 from tracediff.cli.app import resolve_impls
-from tracediff.cli.params import impl_option
-from tracediff.errors import UsageError
+from tracediff.cli.params import choices_option, counts_option, impl_option
 from tracediff.project.impls import load
-from tracediff.project.seeds import parse_seeds
 
 
 @click.command()
 @impl_option("Implementations to time; the first is the baseline (default: reference, optimized).")
-@click.option("--requests", default="50,100,200,400", show_default=True, help="Request counts.")
-@click.option(
-    "--pressure",
-    "pressures",
-    multiple=True,
-    type=click.Choice(["low", "high"]),
-    help="Block pressure (default: both).",
-)
+@counts_option("50,100,200,400", "50,100,200")
+@choices_option("--pressure", ("low", "high"), "Block pressure (default: both).")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs per cell.")
-def bench(impls: tuple[str, ...], requests: str, pressures: tuple[str, ...], repeats: int) -> None:
+def bench(
+    impls: tuple[str, ...], requests: tuple[int, ...], pressures: tuple[str, ...], repeats: int
+) -> None:
     """Median plan() µs per plan, by requests × block pressure, with ratios to the first
     implementation and the growth from the smallest to the largest request count."""
     from tracediff.models.kvbatch.bench import bench_lines, run_bench
     from tracediff.models.kvbatch.model import MODEL
 
-    try:
-        counts = parse_seeds(requests)
-    except UsageError:
-        raise UsageError(f"--requests {requests!r}: give counts like 50,100,200") from None
     specs = resolve_impls(impls, False, ("reference", "optimized"))
     factories = {spec.name: load(spec) for spec in specs}
-    cells = run_bench(factories, MODEL.drive, counts, pressures or ("low", "high"), repeats)
+    cells = run_bench(factories, MODEL.drive, requests, pressures or ("low", "high"), repeats)
     for line in bench_lines([spec.name for spec in specs], cells):
         click.echo(line)

@@ -8,7 +8,13 @@ import json
 import click
 
 from tracediff.cli.app import make_console, resolve_impls
-from tracediff.cli.params import impl_option, json_file_option, profile_option, seeds_option
+from tracediff.cli.params import (
+    choices_option,
+    impl_option,
+    json_file_option,
+    profile_option,
+    seeds_option,
+)
 from tracediff.errors import UsageError
 from tracediff.project.impls import load
 from tracediff.project.seeds import parse_seeds
@@ -24,12 +30,8 @@ def _counts(text: str) -> tuple[int, ...]:
 @click.command()
 @impl_option("Implementations to time; the first is the baseline (default: reference, optimized).")
 @click.option("--requests", default="8,16,32,64", show_default=True, help="Request counts.")
-@click.option(
-    "--allocation",
-    "allocations",
-    multiple=True,
-    type=click.Choice(["device", "host", "mixed"]),
-    help="Allocations (default: device and host).",
+@choices_option(
+    "--allocation", ("device", "host", "mixed"), "Allocations (default: device and host)."
 )
 @click.option("--repeats", type=int, default=25, show_default=True, help="Timed calls per cell.")
 @click.option("--cpu", is_flag=True, help="Show thread CPU time instead of wall-clock time.")

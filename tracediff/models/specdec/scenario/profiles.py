@@ -28,7 +28,7 @@ from tracediff.models.specdec.scenario.model import (
 )
 from tracediff.project.seeds import MAX_SEEDS
 from tracediff.project.seeds import parse_seeds as parse_seeds  # also read from here
-from tracediff.workload import WorkloadSet
+from tracediff.workload import WorkloadSet, over
 
 PROFILE_DIR_ENV = "TRACEDIFF_PROFILES"
 GRAPHS = ("rect", "mixed")
@@ -284,13 +284,7 @@ def with_workload(profile: Profile, workloads: WorkloadSet) -> Profile:
             f"--workload: windows of {window} requests; a specdec scenario holds at most "
             f"{MAX_REQUESTS}"
         )
-    name = workloads.profile_name(profile.name)
-    return dataclasses.replace(
-        profile,
-        name=name,
-        description=f"{profile.description} ({workloads.spec.describe()})",
-        workload=workloads,
-    )
+    return over(profile, workloads)
 
 
 def _profile_name(data: dict[str, Any], path: str, where: _Where) -> str:

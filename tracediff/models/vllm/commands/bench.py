@@ -5,37 +5,28 @@ from __future__ import annotations
 import click
 
 from tracediff.cli.app import resolve_impls
-from tracediff.cli.params import impl_option
+from tracediff.cli.params import choices_option, counts_option, impl_option
 from tracediff.errors import UsageError
 from tracediff.project.impls import load
-from tracediff.project.seeds import parse_seeds
 
 
 @click.command()
 @impl_option("The scheduler to time (default: vllm, the installed one).")
-@click.option("--requests", default="16,64,256", show_default=True, help="Request counts.")
-@click.option(
-    "--pressure",
-    "pressures",
-    multiple=True,
-    type=click.Choice(["low", "high"]),
-    help="Block pressure (default: both).",
-)
+@counts_option("16,64,256", "16,64,256")
+@choices_option("--pressure", ("low", "high"), "Block pressure (default: both).")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed runs per cell.")
-def bench(impls: tuple[str, ...], requests: str, pressures: tuple[str, ...], repeats: int) -> None:
+def bench(
+    impls: tuple[str, ...], requests: tuple[int, ...], pressures: tuple[str, ...], repeats: int
+) -> None:
     """Median µs per engine step inside vLLM's scheduler (schedule, update_from_output,
     drafts, arrivals, aborts) and in tracediff (driver, simulated runner, encoding and
     digest), by requests × block pressure."""
     from tracediff.models.vllm.bench import bench_lines, run_bench
     from tracediff.models.vllm.model import MODEL
 
-    try:
-        counts = parse_seeds(requests)
-    except UsageError:
-        raise UsageError(f"--requests {requests!r}: give counts like 16,64,256") from None
     if len(impls) > 1:
         raise UsageError("bench times one scheduler; give one --impl")
     (spec,) = resolve_impls(impls, False, ("vllm",))
-    cells = run_bench(load(spec), MODEL.drive, counts, pressures or ("low", "high"), repeats)
+    cells = run_bench(load(spec), MODEL.drive, requests, pressures or ("low", "high"), repeats)
     for line in bench_lines(spec.name, cells):
         click.echo(line)
