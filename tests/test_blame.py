@@ -5,14 +5,12 @@ the method that raised, wherever the model's driver lives."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TOY = Path(__file__).resolve().parent / "toymodel"
+from tests.plugins import install, tracediff
 
 HOSTILE = """
 import sys
@@ -83,40 +81,30 @@ class Raiser(Reference):
             return {}["missing"]
         return super().plan(now)
 """
-ENTRY_POINTS = """[tracediff.models]
-badprofile = hostile_models:BADPROFILE
-exits = hostile_models:EXITS
-interrupts = hostile_models:INTERRUPTS
-driverbug = hostile_models:DRIVERBUG
-onimport = exits_on_import:MODEL
-elsewhere = elsewhere_model:ELSEWHERE
-"""
+MODELS = {
+    "badprofile": "hostile_models:BADPROFILE",
+    "exits": "hostile_models:EXITS",
+    "interrupts": "hostile_models:INTERRUPTS",
+    "driverbug": "hostile_models:DRIVERBUG",
+    "onimport": "exits_on_import:MODEL",
+    "elsewhere": "elsewhere_model:ELSEWHERE",
+}
 
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("plugins")
-    (root / "hostile_models.py").write_text(HOSTILE)
-    (root / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
-    (root / "toy_engine.py").write_text(ENGINE)
-    (root / "elsewhere_model.py").write_text(ELSEWHERE)
-    (root / "raiser.py").write_text(RAISER)
-    info = root / "hostile_plugins-1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hostile-plugins\nVersion: 1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    return root
+    modules = {
+        "hostile_models.py": HOSTILE,
+        "exits_on_import.py": "import sys\nsys.exit(0)\n",
+        "toy_engine.py": ENGINE,
+        "elsewhere_model.py": ELSEWHERE,
+        "raiser.py": RAISER,
+    }
+    return install(tmp_path_factory.mktemp("plugins"), "hostile-plugins", modules, MODELS)
 
 
 def td(plugins: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(plugins), str(TOY)])
-    env.pop("TRACEDIFF_MODEL", None)
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    return tracediff(cwd, *args, path=(plugins,))
 
 
 @pytest.mark.parametrize(

@@ -5,17 +5,14 @@ model's implementations when no --model is given (tracediff.model.claim, of)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.plugins import install, tracediff
 from tracediff import model as models
-
-TOY = Path(__file__).resolve().parent / "toymodel"
 
 TWINS = """
 import dataclasses
@@ -83,27 +80,13 @@ class LeftProfile(ToyProfile):
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("twins")
-    (root / "twin_models.py").write_text(TWINS)
-    (root / "twin_profiles.py").write_text(PROFILES)
-    info = root / "twin_models-1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: twin-models\nVersion: 1\n")
-    (info / "entry_points.txt").write_text(
-        "[tracediff.models]\nleft = twin_models:LEFT\nright = twin_models:RIGHT\n"
-    )
-    return root
+    modules = {"twin_models.py": TWINS, "twin_profiles.py": PROFILES}
+    models = {"left": "twin_models:LEFT", "right": "twin_models:RIGHT"}
+    return install(tmp_path_factory.mktemp("twins"), "twin-models", modules, models)
 
 
 def td(plugins: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(plugins), str(TOY)])
-    env.pop("TRACEDIFF_MODEL", None)
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    return tracediff(cwd, *args, path=(plugins,))
 
 
 def test_two_models_in_one_module_each_drive_their_own_scenarios(

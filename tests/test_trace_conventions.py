@@ -14,15 +14,14 @@ scenarios.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.plugins import install, tracediff
+
 ROOT = Path(__file__).resolve().parents[1]
-TOY = ROOT / "tests" / "toymodel"
 
 HOSTILE = """
 from toy_model import ToyModel
@@ -50,32 +49,17 @@ class MakesUpPlans(ToyModel):
 
 INJECTS, MAKESUP = Injects(), MakesUpPlans()
 """
-ENTRY_POINTS = """[tracediff.models]
-injects = hostile_drivers:INJECTS
-makesup = hostile_drivers:MAKESUP
-"""
 
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("drivers")
-    (root / "hostile_drivers.py").write_text(HOSTILE)
-    info = root / "hostile_drivers-1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hostile-drivers\nVersion: 1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    return root
+    models = {"injects": "hostile_drivers:INJECTS", "makesup": "hostile_drivers:MAKESUP"}
+    modules = {"hostile_drivers.py": HOSTILE}
+    return install(tmp_path_factory.mktemp("drivers"), "hostile-drivers", modules, models)
 
 
 def td(cwd: Path, *args: str, path: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*path, TOY, ROOT))
-    env.pop("TRACEDIFF_MODEL", None)
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    return tracediff(cwd, *args, path=(*path, ROOT))
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -520,8 +520,19 @@ class TraceChecker:
         return cols.index("lanes"), tuple(lane_cols.index(c) for c in wanted)
 
     def check(self, record: Any, *, offset: int | None, index: int) -> None:
+        self._checked(record, offset, index, schema=True)
+
+    def check_recorded(self, record: Any, *, offset: int | None, index: int) -> None:
+        """:meth:`check`, for a record being recorded whose plan the model's ``check_record``
+        already passed: that is this schema's check of a plan (``record_problem``), so only
+        what holds across records is left to check for one (a recording's cost)."""
+        planned = isinstance(record, dict) and record.get("t") == "plan"
+        self._checked(record, offset, index, schema=not planned)
+
+    def _checked(self, record: Any, offset: int | None, index: int, *, schema: bool) -> None:
         try:
-            self.schema.check(record)
+            if schema:
+                self.schema.check(record)
             self._follow(record)
         except SchemaError as exc:
             raise TraceFormatError(
@@ -530,23 +541,6 @@ class TraceChecker:
                 offset=offset,
                 record=index,
             ) from None
-
-    def check_recorded(self, record: Any, *, offset: int | None, index: int) -> None:
-        """:meth:`check`, for a record being recorded whose plan the model's ``check_record``
-        already passed: that is this schema's check of a plan (``record_problem``), so only
-        what holds across records is left to check for one (a recording's cost)."""
-        if isinstance(record, dict) and record.get("t") == "plan":
-            try:
-                self._follow(record)
-            except SchemaError as exc:
-                raise TraceFormatError(
-                    self.name,
-                    f"{exc} (the content does not match the trace schema; re-record the trace)",
-                    offset=offset,
-                    record=index,
-                ) from None
-            return
-        self.check(record, offset=offset, index=index)
 
     def _follow(self, record: dict[str, Any]) -> None:
         now = record["now"]
