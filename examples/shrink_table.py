@@ -199,24 +199,29 @@ def _cell(rows: list[dict[str, Any]], field: str, digits: int = 0) -> str:
 
 def markdown(after: dict[str, Any], before: dict[str, Any] | None) -> str:
     """One row per implementation: median / worst of the repro's size, the evaluations and
-    the seconds, before and after, over the same seeds."""
-    lines = [
-        "| implementation | seeds | size before | size after | evaluations before "
-        "| evaluations after | s before | s after | above 4 after |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    the seconds, before and after over the same seeds (after alone without ``before``)."""
+    columns = ("size", "evaluations", "s")
+    if before is None:
+        head = ["implementation", "seeds", *columns, "above 4"]
+    else:
+        head = ["implementation", "seeds"]
+        head += [f"{c} {when}" for c in columns for when in ("before", "after")]
+        head.append("above 4 after")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     impls = list(dict.fromkeys(r["impl"] for r in after["rows"]))
     for impl in impls:
         rows = [r for r in after["rows"] if r["impl"] == impl]
         seeds = {r["seed"] for r in rows}
-        old = [r for r in (before or {}).get("rows", []) if r["impl"] == impl]
-        old = [r for r in old if r["seed"] in seeds]
         above = ", ".join(f"seed {r['seed']}: {r['size']}" for r in rows if r["size"] > 4)
-        lines.append(
-            f"| {impl.split(':')[1]} | {len(rows)} | {_cell(old, 'size')} | {_cell(rows, 'size')} "
-            f"| {_cell(old, 'evaluations')} | {_cell(rows, 'evaluations')} "
-            f"| {_cell(old, 'seconds', 1)} | {_cell(rows, 'seconds', 1)} | {above or 'none'} |"
-        )
+        cells = [impl.split(":")[1], str(len(rows))]
+        earlier = (before or {}).get("rows", [])
+        old = [r for r in earlier if r["impl"] == impl and r["seed"] in seeds]
+        for field, digits in (("size", 0), ("evaluations", 0), ("seconds", 1)):
+            if before is not None:
+                cells.append(_cell(old, field, digits))
+            cells.append(_cell(rows, field, digits))
+        cells.append(above or "none")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", summary(after, before)])
 
 
