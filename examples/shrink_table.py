@@ -12,7 +12,9 @@ size, plans, evaluations, seconds, why it stopped and a digest of its bytes; ``-
 shrinks each seed a second time and records whether the bytes were the same.
 ``--per-size N`` takes only the first N diverging seeds of each scenario size (the quick
 profile's request counts: 1, 3, 8, 16, 32, 64), a sample that still reaches the largest
-scenarios; the table says how many seeds each row measured.
+scenarios; the table says how many seeds each row measured. ``--resume`` keeps the rows
+already in the ``--json`` file and measures the rest: a measurement of every seed (hours on
+two cores) survives a stop, and deleting some rows measures just those again.
 """
 
 from __future__ import annotations
@@ -170,12 +172,26 @@ def _save(table: dict[str, Any], path: str | None) -> None:
 
 
 def measure(
-    impls: list[str], jobs: int, per_size: int | None, twice: bool, path: str | None = None
+    impls: list[str],
+    jobs: int,
+    per_size: int | None,
+    twice: bool,
+    path: str | None = None,
+    kept: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """Shrink every diverging seed of ``impls``; the rows in ``kept`` (an earlier, stopped
+    measurement's) are not measured again."""
+    rows: list[dict[str, Any]] = list(kept or [])
+    done = {(r["impl"], r["seed"]) for r in rows}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         seeds = dict(zip(impls, pool.map(diverging, impls, [per_size] * len(impls)), strict=True))
-        work = [(impl, seed, twice) for impl in impls for seed, _size in seeds[impl]]
-        rows: list[dict[str, Any]] = []
+        work = [
+            (impl, seed, twice)
+            for impl in impls
+            for seed, _size in seeds[impl]
+            if (impl, seed) not in done
+        ]
+        print(f"{len(work)} shrinks to measure, {len(done)} kept", file=sys.stderr, flush=True)
         for row in pool.map(shrink_one, work):
             rows.append(row)
             _save({"rows": rows, "per_size": per_size, "complete": False}, path)
@@ -261,6 +277,9 @@ def main() -> None:
     parser.add_argument("--per-size", type=int, default=None, help="seeds per scenario size")
     parser.add_argument("--twice", action="store_true", help="check determinism")
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the rows already in --json, measure the rest"
+    )
     parser.add_argument("--markdown", nargs="+", metavar="JSON", help="AFTER [BEFORE]: a table")
     args = parser.parse_args()
     if args.markdown:
@@ -269,7 +288,10 @@ def main() -> None:
         print(markdown(after, before))
         return
     impls = args.impl or SPECDEC + KVBATCH + (VLLM if _vllm_importable() else [])
-    table = measure(impls, args.jobs, args.per_size, args.twice, args.json)
+    kept = None
+    if args.resume and args.json and Path(args.json).exists():
+        kept = json.loads(Path(args.json).read_text())["rows"]
+    table = measure(impls, args.jobs, args.per_size, args.twice, args.json, kept)
     if args.json:
         _save(table, args.json)
     else:
