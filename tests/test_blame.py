@@ -49,7 +49,23 @@ class DriverBug(ToyModel):
             yield record
 
 
+class BrokenWorker(ToyModel):
+    name = "brokenworker"
+    worker_modules = ("worker_raises",)
+
+
+class ExitingWorker(ToyModel):
+    name = "exitingworker"
+    worker_modules = ("exits_on_import",)
+
+
+class MissingWorker(ToyModel):
+    name = "missingworker"
+    worker_modules = ("no_module_of_that_name",)
+
+
 BADPROFILE, EXITS, INTERRUPTS, DRIVERBUG = BadProfile(), Exits(), Interrupts(), DriverBug()
+BROKENWORKER, EXITINGWORKER, MISSINGWORKER = BrokenWorker(), ExitingWorker(), MissingWorker()
 """
 
 # a driver whose drive lives in an engine module of its own
@@ -88,6 +104,9 @@ MODELS = {
     "driverbug": "hostile_models:DRIVERBUG",
     "onimport": "exits_on_import:MODEL",
     "elsewhere": "elsewhere_model:ELSEWHERE",
+    "brokenworker": "hostile_models:BROKENWORKER",
+    "exitingworker": "hostile_models:EXITINGWORKER",
+    "missingworker": "hostile_models:MISSINGWORKER",
 }
 
 
@@ -99,6 +118,7 @@ def plugins(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "toy_engine.py": ENGINE,
         "elsewhere_model.py": ELSEWHERE,
         "raiser.py": RAISER,
+        "worker_raises.py": "\n\nraise RuntimeError('a worker module that cannot be imported')\n",
     }
     return install(tmp_path_factory.mktemp("plugins"), "hostile-plugins", modules, MODELS)
 
@@ -162,3 +182,33 @@ def test_an_implementations_exception_names_its_method_wherever_the_driver_lives
     assert done.returncode == 1, done.stdout + done.stderr
     assert "error · plan(): raised KeyError" in done.stdout
     assert "encode()" not in done.stdout and "error · encode" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("model", "error", "where"),
+    [
+        (
+            "brokenworker",
+            "cannot import 'worker_raises': RuntimeError: a worker module that cannot be imported",
+            "worker_raises.py:3)",
+        ),
+        ("exitingworker", "cannot import 'exits_on_import': SystemExit: 0", "exits_on_import.py:2)"),
+        (
+            "missingworker",
+            "cannot import 'no_module_of_that_name': ModuleNotFoundError: No module named",
+            "(named in its worker_modules)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_worker_module_that_fails_to_import_is_the_models_fault(
+    plugins: Path, tmp_path: Path, model: str, error: str, where: str, jobs: str
+) -> None:
+    # the fork server imports a model's worker_modules: a failure there was a dead server,
+    # its tracebacks on stderr and exit 3 ("check ulimit -u/-n")
+    done = td(plugins, tmp_path, "--model", model, "run", "-j", jobs)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"the model {model!r} failed in worker_modules: {error}" in done.stderr
+    assert where in done.stderr
+    assert "Traceback" not in done.stderr and "ulimit" not in done.stderr
+    assert done.stderr.count("\n") == 1

@@ -389,16 +389,17 @@ _REQUIRED: Sequence[str] = tuple(
 ) + tuple(DecisionModel.__annotations__)
 
 
-def worker_modules() -> tuple[str, ...]:
+def worker_modules() -> dict[str, str]:
     """What a worker process should import before its first task (the local executor's fork
-    server does, once): the module of every model this process has loaded, and the modules
-    the model *in effect* names in its optional ``worker_modules`` (its driver, engine,
-    schema and built-in implementations). Only that model's: another model loaded in passing
-    (``tracediff models`` lists them all) must not make every worker carry its imports (the
-    vllm model's are vLLM itself, 1.5 GB of address space under a worker's memory limit). A
-    model that names none has them imported by each worker when its first task needs them."""
+    server does, once), each with the model it is imported for: the module of every model
+    this process has loaded, and the modules the model *in effect* names in its optional
+    ``worker_modules`` (its driver, engine, schema and built-in implementations). Only that
+    model's: another model loaded in passing (``tracediff models`` lists them all) must not
+    make every worker carry its imports (the vllm model's are vLLM itself, 1.5 GB of address
+    space under a worker's memory limit). A model that names none has them imported by each
+    worker when its first task needs them."""
     wanted = _effective_model()
-    found: list[str] = []
+    found: dict[str, str] = {}
     for name, target in sorted(_entry_points().items()):
         module = target.partition(":")[0]
         if module not in sys.modules:
@@ -407,11 +408,13 @@ def worker_modules() -> tuple[str, ...]:
             model = get(name)
         except UsageError:
             continue
-        found.append(module)
+        found.setdefault(module, name)
         if name == wanted:
             extra = getattr(model, "worker_modules", ())
-            found.extend(m for m in extra if isinstance(m, str))
-    return tuple(dict.fromkeys(found))
+            for named in extra:
+                if isinstance(named, str):
+                    found.setdefault(named, name)
+    return found
 
 
 def _effective_model() -> str:

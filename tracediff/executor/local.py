@@ -522,9 +522,12 @@ def _preload() -> list[str]:
     gigabyte, past many a --memory-limit. The server starts once per process: what it
     lacks, a worker imports when it needs it."""
     from tracediff import model as models
+    from tracediff.executor import preload
 
-    names = ["tracediff.running.runner", "tracediff.golden.digest"]
-    return [*names, *models.worker_modules()]
+    # the models' modules are imported by tracediff.executor.preload, which keeps a failure
+    # as the model's (exit 2 at the first task) instead of a dead server with a traceback
+    os.environ[preload.ENV] = preload.encode(models.worker_modules())
+    return ["tracediff.running.runner", "tracediff.golden.digest", "tracediff.executor.preload"]
 
 
 def warm_up() -> None:
@@ -656,12 +659,20 @@ def _worker_main(
         if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
             faulthandler.register(signal.SIGUSR1, stack_file, all_threads=True)
         problem = "" if memory_limit_mb is None else _limit_memory(memory_limit_mb)
+        problem = problem or _preload_problem()
         _serve(conn, progress, problem)
     except WorkerStop:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second stop ends it, silently too
     finally:
         with contextlib.suppress(OSError):
             conn.close()
+
+
+def _preload_problem() -> str:
+    """A model's worker module that failed to import in the fork server (read where the
+    server imported it: a worker spawned without one has nothing preloaded)."""
+    preload = sys.modules.get("tracediff.executor.preload")
+    return str(getattr(preload, "PROBLEM", "")) if preload is not None else ""
 
 
 def _take(here: tuple[str | None, dict[str, str]]) -> None:
