@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Hashable, Sequence
+from pathlib import Path
 
 from tracediff.models.specdec.scenario.generator import generate
 from tracediff.models.specdec.scenario.model import Scenario
@@ -25,6 +26,7 @@ from tracediff.search.shrink import (
 REFERENCE = parse_impl("reference")
 SLOT_TIEBREAK = parse_impl("tests.impls.slot_tiebreak:SlotTieBreakScheduler")
 GROUPING = parse_impl("tests.impls.grouping:PrefillBlindGroupScheduler")
+WIDTH_FIRST = parse_impl("tests.impls.mutants:WidthBeforeDurationScheduler")
 
 
 def _quick(seed: int) -> Scenario:
@@ -106,3 +108,26 @@ def test_a_scenario_that_does_not_diverge_is_left_alone() -> None:
     assert run_scenario(scenario, (REFERENCE, REFERENCE)).status == IDENTICAL
     result = shrink(scenario, (REFERENCE, REFERENCE))
     assert not result.failing and result.escapes == ()
+
+
+def test_fewer_lanes_in_the_same_padded_shapes_take_repros_below_5() -> None:
+    """Repros the passes left above 4 because a request's lane only added padding (five lanes
+    pad to the 8-lane bucket): WidthBeforeDuration from quick:101 stopped at 8 requests,
+    the slot tie-break from quick:23 at 5. The escape that keeps at most 4 requests with the
+    smaller batch buckets taken out (the same padded shapes) takes both to at most 4."""
+    from tracediff.search.shrink import load_regression
+
+    data = Path(__file__).parent / "data" / "escape"
+    for name, impl, before in (
+        ("width-before-duration-quick-101.json", WIDTH_FIRST, 8),
+        ("slot-tiebreak-quick-23.json", SLOT_TIEBREAK, 5),
+    ):
+        scenario, _impls = load_regression(data / name)
+        assert len(scenario.requests) == before
+        specs = (REFERENCE, impl)
+        first = shrink(scenario, specs, signature_fn=compare_signature)
+        again = shrink(scenario, specs, signature_fn=compare_signature)
+        assert _bytes(first) == _bytes(again) and first.escapes == again.escapes
+        assert first.failing and first.after[0] <= SMALL_SIZE, (name, first.stop_reason())
+        assert f"at {before}: same padding, fewer lanes, found one" in first.escapes, first.escapes
+        assert first.shrunk.params.batch_buckets != scenario.params.batch_buckets

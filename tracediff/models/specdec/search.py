@@ -37,6 +37,11 @@ What makes a good pass here, in the spirit of Hypothesis' essay:
   that needs a particular small combination is often found faster among small scenarios
   than by deleting from a large one (``fuzz`` finds such repros this way). This is the only
   pass that is not a single step, so the repro is 1-minimal with respect to the others.
+* **Keep the shapes while removing lanes.** A request can be in a repro only for the
+  padding its lane adds (five lanes run in the 8-lane bucket's shapes, with other
+  durations than the 4-lane ones). When the passes stall above four requests, at most four
+  of them are tried with the batch buckets below the padded one taken out: the same shapes
+  with fewer lanes, a compound step no single deletion or parameter change makes.
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
   before trying request by request; halve every ``max_new`` together before minimising
   each; set every arrival to 0 at once. When the coarse step works, the fine passes have
@@ -236,6 +241,60 @@ def around_the_best(s: Shrinking) -> None:
             scaled = max(k, -(-budget * k // len(requests)))
             params = dataclasses.replace(params, verify_budget=min(budget, scaled))
         s.consider(dataclasses.replace(base, params=params, requests=tuple(mutated)))
+
+
+PADDING_SHARE = 0.2  # of the evaluations left, per escape, for the same padding
+PADDING_TRIES = 300  # ... and at most this many
+
+
+def same_padding_fewer_lanes(s: Shrinking) -> None:
+    """At most SMALL_REQUESTS of the best's requests, with the batch buckets below the one
+    its requests pad to taken out (first those from SMALL_REQUESTS up, then those from 2
+    up), so that fewer lanes run in the same padded shapes. A repro often keeps a request
+    only for the padding its lane adds: five lanes pad to the 8-lane bucket, whose
+    durations differ from the 4-lane one's, and a value tie between shapes (or a
+    ranking's cut) needs exactly those durations. Deleting the request loses the padding
+    and dropping a bucket alone is no smaller, so only the compound step reaches it
+    (WidthBeforeDuration from quick:101: 8 requests -> 3). Combinations of more requests
+    first, each under both bucket sets; sampled, seeded from the best, past the share."""
+    import hashlib
+    import itertools
+    import json
+    import math
+    import random
+
+    base = s.best
+    requests = list(base.requests)
+    buckets = base.params.batch_buckets
+    if len(requests) <= SMALL_REQUESTS:
+        return
+    padded = next((b for b in buckets if b >= len(requests)), buckets[-1])
+    variants: list[SchedulerParams] = []
+    for low in (SMALL_REQUESTS, 2):
+        kept = tuple(b for b in buckets if not low <= b < padded)
+        params = dataclasses.replace(base.params, batch_buckets=kept)
+        if kept != buckets and params not in variants:
+            variants.append(params)
+    if not variants:
+        return
+    text = json.dumps(base.to_dict(), sort_keys=True).encode()
+    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
+    limit = s.attempts + min(PADDING_TRIES, max(1, int((s.budget - s.attempts) * PADDING_SHARE)))
+    for k in range(SMALL_REQUESTS, 0, -1):
+        every = math.comb(len(requests), k) * len(variants)
+        if every <= limit - s.attempts:
+            chosen: Iterable[tuple[int, ...]] = itertools.combinations(range(len(requests)), k)
+        else:
+            chosen = (
+                tuple(sorted(rng.sample(range(len(requests)), k)))
+                for _ in range(max(0, limit - s.attempts))
+            )
+        for kept_ids in chosen:
+            for params in variants:
+                if s.attempts >= limit or len(s.best.requests) < len(requests):
+                    return
+                subset = tuple(requests[i] for i in kept_ids)
+                s.consider(dataclasses.replace(base, params=params, requests=subset))
 
 
 def try_small_generated(s: Shrinking) -> None:
@@ -529,6 +588,7 @@ PASSES: tuple[ShrinkPass, ...] = (
     ("canonical ids", canonical_ids),
     # not in every round: only when a whole round stalls above SMALL_REQUESTS (the core's
     # escape, after its combinations of at most 4 requests)
+    ("escape: same padding, fewer lanes", same_padding_fewer_lanes),
     ("escape: small generated scenarios", try_small_generated),
     ("escape: around the best", around_the_best),
 )
