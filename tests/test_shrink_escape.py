@@ -131,3 +131,24 @@ def test_fewer_lanes_in_the_same_padded_shapes_take_repros_below_5() -> None:
         assert first.failing and first.after[0] <= SMALL_SIZE, (name, first.stop_reason())
         assert f"at {before}: same padding, fewer lanes, found one" in first.escapes, first.escapes
         assert first.shrunk.params.batch_buckets != scenario.params.batch_buckets
+
+
+def test_lanes_under_moved_parameters_take_a_repro_below_5() -> None:
+    """The slot tie-break from quick:17 stopped at 7 requests, three of them prefill only
+    (their prefill rows shape the rounds where the probe's refill meets the tie): the
+    escape that keeps only requests that run as lanes, with a few parameters moved, takes
+    it to at most 4, twice to the same bytes."""
+    from tracediff.search.shrink import load_regression
+
+    scenario, _impls = load_regression(
+        Path(__file__).parent / "data/escape/slot-tiebreak-quick-17.json"
+    )
+    assert len(scenario.requests) == 7
+    assert sum(r.max_new == 1 for r in scenario.requests) == 3
+    specs = (REFERENCE, SLOT_TIEBREAK)
+    first = shrink(scenario, specs, signature_fn=compare_signature)
+    again = shrink(scenario, specs, signature_fn=compare_signature)
+    assert _bytes(first) == _bytes(again) and first.escapes == again.escapes
+    assert first.failing and first.after[0] <= SMALL_SIZE, first.stop_reason()
+    assert "at 7: lanes elsewhere, found one" in first.escapes, first.escapes
+    assert first.shrunk.params != scenario.params

@@ -42,6 +42,10 @@ What makes a good pass here, in the spirit of Hypothesis' essay:
   durations than the 4-lane ones). When the passes stall above four requests, at most four
   of them are tried with the batch buckets below the padded one taken out: the same shapes
   with fewer lanes, a compound step no single deletion or parameter change makes.
+* **Keep the lanes, move the parameters.** A request that only prefills (``max_new`` 1)
+  is in a repro for the rounds its prefill rows shape; other prefill costs, chunk sizes or
+  probe rates shape them as well. The escape also keeps at most four lanes under one to
+  four parameters moved (default, half, quarter, double, quadruple), seeded from the best.
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
   before trying request by request; halve every ``max_new`` together before minimising
   each; set every arrival to 0 at once. When the coarse step works, the fine passes have
@@ -295,6 +299,77 @@ def same_padding_fewer_lanes(s: Shrinking) -> None:
                     return
                 subset = tuple(requests[i] for i in kept_ids)
                 s.consider(dataclasses.replace(base, params=params, requests=subset))
+
+
+ELSEWHERE_SHARE = 0.2  # of the evaluations left, per escape, for the lanes elsewhere
+ELSEWHERE_TRIES = 300  # ... and at most this many
+
+
+def _numeric_params() -> tuple[str, ...]:
+    defaults = SchedulerParams()
+    return tuple(
+        f.name
+        for f in dataclasses.fields(SchedulerParams)
+        if type(getattr(defaults, f.name)) in (int, float) and f.name != "queue_depth"
+    )
+
+
+def _nearby(name: str, value: float) -> list[float]:
+    """Values a parameter is moved to: its default, a half and a quarter, twice and four
+    times (a fraction stays at most 1)."""
+    default = getattr(SchedulerParams(), name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        moved: set[float] = {default, value // 2, value // 4, value * 2, value * 4}
+    else:
+        up = [value * 2, value * 4] if value > 1 else [min(1.0, value * 2)]
+        moved = {default, value / 2, value / 4, *up}
+    moved.discard(value)
+    return sorted(moved)
+
+
+def lanes_elsewhere(s: Shrinking) -> None:
+    """At most SMALL_REQUESTS of the best's requests that run as lanes (``max_new`` above
+    1; a request that only prefills shapes the timeline, not a decision), under parameters
+    moved from the best's: one to four of its numbers to their default, half, quarter,
+    double or quadruple, arrivals sometimes moved too. The requests that only prefill are
+    often in a repro for the rounds their prefill rows shape; other prefill costs, chunk
+    sizes or probe rates shape them too, with no request for it (the slot tie-break from
+    quick:17: 7 requests, three of them prefill only). Deleting them and moving a parameter
+    is a compound step no pass makes; every draw comes from a ``random.Random`` seeded
+    with the best's bytes."""
+    import hashlib
+    import json
+    import random
+
+    base = s.best
+    requests = list(base.requests)
+    if len(requests) <= SMALL_REQUESTS:
+        return
+    lanes = [r for r in requests if r.max_new > 1] or requests
+    names = _numeric_params()
+    text = json.dumps(base.to_dict(), sort_keys=True).encode()
+    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
+    limit = s.attempts + min(
+        ELSEWHERE_TRIES, max(1, int((s.budget - s.attempts) * ELSEWHERE_SHARE))
+    )
+    for _ in range(ELSEWHERE_TRIES * 4):
+        if s.attempts >= limit or len(s.best.requests) < len(requests):
+            return
+        most = min(len(lanes), SMALL_REQUESTS)
+        k = most if rng.random() < 0.5 else rng.randint(1, most)
+        kept = sorted(rng.sample(range(len(lanes)), k))
+        chosen = []
+        for i in kept:
+            r = lanes[i]
+            if rng.random() < 0.2:
+                arrival = rng.choice((0, r.arrival_us // 2, r.arrival_us * 2))
+                r = dataclasses.replace(r, arrival_us=arrival)
+            chosen.append(r)
+        params = base.params
+        for name in rng.sample(names, rng.randint(1, 4)):
+            value = rng.choice(_nearby(name, getattr(params, name)))
+            params = dataclasses.replace(params, **{name: type(getattr(params, name))(value)})
+        s.consider(dataclasses.replace(base, params=params, requests=tuple(chosen)))
 
 
 def try_small_generated(s: Shrinking) -> None:
@@ -589,6 +664,7 @@ PASSES: tuple[ShrinkPass, ...] = (
     # not in every round: only when a whole round stalls above SMALL_REQUESTS (the core's
     # escape, after its combinations of at most 4 requests)
     ("escape: same padding, fewer lanes", same_padding_fewer_lanes),
+    ("escape: lanes elsewhere", lanes_elsewhere),
     ("escape: small generated scenarios", try_small_generated),
     ("escape: around the best", around_the_best),
 )
