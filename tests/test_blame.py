@@ -192,7 +192,11 @@ def test_an_implementations_exception_names_its_method_wherever_the_driver_lives
             "cannot import 'worker_raises': RuntimeError: a worker module that cannot be imported",
             "worker_raises.py:3)",
         ),
-        ("exitingworker", "cannot import 'exits_on_import': SystemExit: 0", "exits_on_import.py:2)"),
+        (
+            "exitingworker",
+            "cannot import 'exits_on_import': SystemExit: 0",
+            "exits_on_import.py:2)",
+        ),
         (
             "missingworker",
             "cannot import 'no_module_of_that_name': ModuleNotFoundError: No module named",

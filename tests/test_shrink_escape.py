@@ -27,6 +27,7 @@ REFERENCE = parse_impl("reference")
 SLOT_TIEBREAK = parse_impl("tests.impls.slot_tiebreak:SlotTieBreakScheduler")
 GROUPING = parse_impl("tests.impls.grouping:PrefillBlindGroupScheduler")
 WIDTH_FIRST = parse_impl("tests.impls.mutants:WidthBeforeDurationScheduler")
+STALE_ADVANCE = parse_impl("tests.impls.stale_advance:StaleAdvanceScheduler")
 
 
 def _quick(seed: int) -> Scenario:
@@ -113,14 +114,17 @@ def test_a_scenario_that_does_not_diverge_is_left_alone() -> None:
 def test_fewer_lanes_in_the_same_padded_shapes_take_repros_below_5() -> None:
     """Repros the passes left above 4 because a request's lane only added padding (five lanes
     pad to the 8-lane bucket): WidthBeforeDuration from quick:101 stopped at 8 requests,
-    the slot tie-break from quick:23 at 5. The escape that keeps at most 4 requests with the
-    smaller batch buckets taken out (the same padded shapes) takes both to at most 4."""
+    the slot tie-break from quick:23 at 5, and the stale advance from quick:101 at 6 (one
+    lane more on one side, the same padded round only with every lower bucket out). The
+    escape that keeps at most 4 requests with the smaller batch buckets taken out (the same
+    padded shapes) takes each to at most 4."""
     from tracediff.search.shrink import load_regression
 
     data = Path(__file__).parent / "data" / "escape"
     for name, impl, before in (
         ("width-before-duration-quick-101.json", WIDTH_FIRST, 8),
         ("slot-tiebreak-quick-23.json", SLOT_TIEBREAK, 5),
+        ("stale-advance-quick-101.json", STALE_ADVANCE, 6),
     ):
         scenario, _impls = load_regression(data / name)
         assert len(scenario.requests) == before

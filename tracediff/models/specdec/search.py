@@ -254,13 +254,16 @@ PADDING_TRIES = 300  # ... and at most this many
 def same_padding_fewer_lanes(s: Shrinking) -> None:
     """At most SMALL_REQUESTS of the best's requests, with the batch buckets below the one
     its requests pad to taken out (first those from SMALL_REQUESTS up, then those from 2
-    up), so that fewer lanes run in the same padded shapes. A repro often keeps a request
-    only for the padding its lane adds: five lanes pad to the 8-lane bucket, whose
-    durations differ from the 4-lane one's, and a value tie between shapes (or a
-    ranking's cut) needs exactly those durations. Deleting the request loses the padding
-    and dropping a bucket alone is no smaller, so only the compound step reaches it
-    (WidthBeforeDuration from quick:101: 8 requests -> 3). Combinations of more requests
-    first, each under both bucket sets; sampled, seeded from the best, past the share."""
+    up, then all of them), so that fewer lanes run in the same padded shapes. A repro often
+    keeps a request only for the padding its lane adds: five lanes pad to the 8-lane
+    bucket, whose durations differ from the 4-lane one's, and a value tie between shapes
+    (or a ranking's cut) needs exactly those durations. Deleting the request loses the
+    padding and dropping a bucket alone is no smaller, so only the compound step reaches
+    it (WidthBeforeDuration from quick:101: 8 requests -> 4). With every lower bucket out,
+    one lane pads like two: a round that differs only by one lane more (a request a stale
+    budget keeps eligible) then has the same shape on both sides (StaleAdvance from
+    quick:101: 6 requests -> 2). Combinations of more requests first, each under every
+    bucket set; sampled, seeded from the best, past the share."""
     import hashlib
     import itertools
     import json
@@ -274,7 +277,7 @@ def same_padding_fewer_lanes(s: Shrinking) -> None:
         return
     padded = next((b for b in buckets if b >= len(requests)), buckets[-1])
     variants: list[SchedulerParams] = []
-    for low in (SMALL_REQUESTS, 2):
+    for low in (SMALL_REQUESTS, 2, 1):
         kept = tuple(b for b in buckets if not low <= b < padded)
         params = dataclasses.replace(base.params, batch_buckets=kept)
         if kept != buckets and params not in variants:
