@@ -156,3 +156,25 @@ def test_lanes_under_moved_parameters_take_a_repro_below_5() -> None:
     assert first.failing and first.after[0] <= SMALL_SIZE, first.stop_reason()
     assert "at 7: lanes elsewhere, found one" in first.escapes, first.escapes
     assert first.shrunk.params != scenario.params
+
+
+def test_the_repro_still_above_4_has_no_lower_bound_there() -> None:
+    """The one shrink of the measured table that stops above 4 (docs/shrinking.md):
+    StaleAdvance from quick:63 stops at 9 requests, while a 2-request scenario found by
+    hand, under other parameters, fails with the same signature. So 9 is not a bound for
+    this bug, and the table must not call it one; the stuck repro is the next session's
+    start."""
+    from tracediff.search.shrink import load_regression
+
+    data = Path(__file__).parent / "data" / "escape"
+    signatures = []
+    for name in ("stale-advance-quick-63.json", "stale-advance-quick-63-by-hand.json"):
+        scenario, impls = load_regression(data / name)
+        specs = tuple(parse_impl(i) for i in impls)
+        assert specs == (REFERENCE, STALE_ADVANCE)
+        result = run_scenario(scenario, specs)
+        assert result.status != IDENTICAL, name
+        signatures.append((len(scenario.requests), compare_signature(scenario, result, specs)))
+    (stuck, stuck_signature), (by_hand, hand_signature) = signatures
+    assert stuck > SMALL_SIZE and by_hand == 2
+    assert hand_signature == stuck_signature
