@@ -439,12 +439,19 @@ class Shrinker:
         )
 
     # -- driving ---------------------------------------------------------------------------
-    def shrink(self) -> ShrinkResult:
+    def begin(self) -> ScenarioResult:
+        """Run the initial scenario and take its signature: what :meth:`shrink` does first.
+        After it, one pass can be run on its own (``run_pass(shrinker)``), as a test of
+        that pass does."""
         initial_result = self._run(self.initial, self.run_timeout)
         self.seen.add(_canonical(self.initial))
         self.signature = self._sign(self.initial, initial_result)
         self.best_result = initial_result
         self.best_key = self.model.size_key(self.initial, scenario_plans(initial_result))
+        return initial_result
+
+    def shrink(self) -> ShrinkResult:
+        initial_result = self.begin()
         stopped = MINIMUM
         if self.signature is not None:
             self._report()

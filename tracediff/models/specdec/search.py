@@ -46,6 +46,11 @@ What makes a good pass here, in the spirit of Hypothesis' essay:
   is in a repro for the rounds its prefill rows shape; other prefill costs, chunk sizes or
   probe rates shape them as well. The escape also keeps at most four lanes under one to
   four parameters moved (default, half, quarter, double, quadruple), seeded from the best.
+* **Put the boundary where a round ends.** A bug at the exact end of a request's budget
+  (an advance in flight forgotten) needs that end to fall where a round in flight ends;
+  a repro of many requests holds one timeline that does it. The escape also keeps at
+  most four lanes in step (arriving together, every draft accepted, all the same whole
+  number of full rounds long), so the boundary falls there in every round.
 * **Cheap big steps before fine ones.** Switch a feature off for every request at once
   before trying request by request; halve every ``max_new`` together before minimising
   each; set every arrival to 0 at once. When the coarse step works, the fine passes have
@@ -73,6 +78,7 @@ from typing import Any
 
 from tracediff.model import Shrinking, ShrinkPass
 from tracediff.models.specdec.scenario.model import (
+    MAX_DRAFT,
     EngineTruth,
     RequestSpec,
     Scenario,
@@ -251,6 +257,20 @@ PADDING_SHARE = 0.2  # of the evaluations left, per escape, for the same padding
 PADDING_TRIES = 300  # ... and at most this many
 
 
+def _padding_variants(base: Scenario) -> list[SchedulerParams]:
+    """The best's parameters with the batch buckets below the one its requests pad to taken
+    out: first those from SMALL_REQUESTS up, then those from 2 up, then all of them."""
+    buckets = base.params.batch_buckets
+    padded = next((b for b in buckets if b >= len(base.requests)), buckets[-1])
+    variants: list[SchedulerParams] = []
+    for low in (SMALL_REQUESTS, 2, 1):
+        kept = tuple(b for b in buckets if not low <= b < padded)
+        params = dataclasses.replace(base.params, batch_buckets=kept)
+        if kept != buckets and params not in variants:
+            variants.append(params)
+    return variants
+
+
 def same_padding_fewer_lanes(s: Shrinking) -> None:
     """At most SMALL_REQUESTS of the best's requests, with the batch buckets below the one
     its requests pad to taken out (first those from SMALL_REQUESTS up, then those from 2
@@ -272,16 +292,9 @@ def same_padding_fewer_lanes(s: Shrinking) -> None:
 
     base = s.best
     requests = list(base.requests)
-    buckets = base.params.batch_buckets
     if len(requests) <= SMALL_REQUESTS:
         return
-    padded = next((b for b in buckets if b >= len(requests)), buckets[-1])
-    variants: list[SchedulerParams] = []
-    for low in (SMALL_REQUESTS, 2, 1):
-        kept = tuple(b for b in buckets if not low <= b < padded)
-        params = dataclasses.replace(base.params, batch_buckets=kept)
-        if kept != buckets and params not in variants:
-            variants.append(params)
+    variants = _padding_variants(base)
     if not variants:
         return
     text = json.dumps(base.to_dict(), sort_keys=True).encode()
@@ -373,6 +386,62 @@ def lanes_elsewhere(s: Shrinking) -> None:
             value = rng.choice(_nearby(name, getattr(params, name)))
             params = dataclasses.replace(params, **{name: type(getattr(params, name))(value)})
         s.consider(dataclasses.replace(base, params=params, requests=tuple(chosen)))
+
+
+IN_STEP_SHARE = 0.25  # of the evaluations left, per escape, for the lanes in step
+IN_STEP_TRIES = 400  # ... and at most this many
+IN_STEP_ROUNDS = (2, 3, 4)  # lengths of this many full rounds (one round ends in flight)
+IN_STEP_LANE_COST = (1, 2, 4)  # the per-lane cost as it is, doubled, quadrupled
+
+
+def lanes_in_step(s: Shrinking) -> None:
+    """Two to SMALL_REQUESTS of the best's lanes made to run in step: all arriving at 0,
+    every draft accepted, and one length for all, a whole number of full rounds
+    (``MAX_DRAFT + 1`` tokens each), under the best's batch buckets or a same-padding set
+    of them, with the per-lane cost as it is, doubled or quadrupled. A bug at an exact
+    boundary of a request's budget (a pending advance that forgets a round in flight, a
+    freshness test at the period's edge) needs the boundary to fall exactly where a round
+    ends: in the best, a particular timeline of many requests puts it there; lanes that
+    advance by whole rounds and end together put it there in every round. Deleting the
+    other requests alone loses the timeline and changing a length alone is no smaller, so
+    only this compound step reaches such repros (StaleAdvance from quick:63: 9 requests
+    -> at most 4). The per-lane cost moves because fewer lanes make another round shape
+    (ragged or rectangular, wide or narrow) the cheapest; every draw comes from a
+    ``random.Random`` seeded with the best's bytes."""
+    import hashlib
+    import json
+    import random
+
+    base = s.best
+    requests = list(base.requests)
+    lanes = [r for r in requests if r.max_new > 1]
+    if len(requests) <= SMALL_REQUESTS or len(lanes) < 2:
+        return
+    variants = [base.params, *_padding_variants(base)]
+    text = json.dumps(base.to_dict(), sort_keys=True).encode()
+    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
+    limit = s.attempts + min(IN_STEP_TRIES, max(1, int((s.budget - s.attempts) * IN_STEP_SHARE)))
+    for _ in range(IN_STEP_TRIES * 4):
+        if s.attempts >= limit or len(s.best.requests) < len(requests):
+            return
+        k = rng.randint(2, min(len(lanes), SMALL_REQUESTS))
+        kept = sorted(rng.sample(range(len(lanes)), k))
+        length = (MAX_DRAFT + 1) * rng.choice(IN_STEP_ROUNDS)
+        chosen = tuple(
+            dataclasses.replace(
+                lanes[i],
+                arrival_us=0,
+                max_new=length,
+                stop_at=-1,
+                accept_base=1.0,
+                accept_decay=1.0,
+            )
+            for i in kept
+        )
+        params = rng.choice(variants)
+        cost = params.lane_us * rng.choice(IN_STEP_LANE_COST)
+        params = dataclasses.replace(params, lane_us=cost)
+        s.consider(dataclasses.replace(base, params=params, requests=chosen))
 
 
 def try_small_generated(s: Shrinking) -> None:
@@ -668,6 +737,7 @@ PASSES: tuple[ShrinkPass, ...] = (
     # escape, after its combinations of at most 4 requests)
     ("escape: same padding, fewer lanes", same_padding_fewer_lanes),
     ("escape: lanes elsewhere", lanes_elsewhere),
+    ("escape: lanes in step", lanes_in_step),
     ("escape: small generated scenarios", try_small_generated),
     ("escape: around the best", around_the_best),
 )
