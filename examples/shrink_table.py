@@ -14,7 +14,10 @@ shrinks each seed a second time and records whether the bytes were the same.
 profile's request counts: 1, 3, 8, 16, 32, 64), a sample that still reaches the largest
 scenarios; the table says how many seeds each row measured. ``--resume`` keeps the rows
 already in the ``--json`` file and measures the rest: a measurement of every seed (hours on
-two cores) survives a stop, and deleting some rows measures just those again.
+two cores) survives a stop, and deleting some rows measures just those again. ``--rows
+examples/shrink_escape_rows.json`` measures only the 21 shrinks that stop above 4 at least
+once and so enter an escape: the path of every other shrink does not depend on the escape
+passes, so a change to those passes is measured on these rows alone (about 40 min).
 """
 
 from __future__ import annotations
@@ -155,6 +158,7 @@ def shrink_one(job: tuple[str, int, bool]) -> dict[str, Any]:
         "stopped": result.stopped,
         "digest": hashlib.sha256(data).hexdigest()[:16],
         "escapes": len(result.escapes),
+        "escape_lines": list(result.escapes),
     }
     if twice:
         again = shrink(scenario, specs, signature_fn=compare_signature)
@@ -178,9 +182,10 @@ def measure(
     twice: bool,
     path: str | None = None,
     kept: list[dict[str, Any]] | None = None,
+    only: set[tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """Shrink every diverging seed of ``impls``; the rows in ``kept`` (an earlier, stopped
-    measurement's) are not measured again."""
+    """Shrink every diverging seed of ``impls`` (those in ``only``, when given); the rows
+    in ``kept`` (an earlier, stopped measurement's) are not measured again."""
     rows: list[dict[str, Any]] = list(kept or [])
     done = {(r["impl"], r["seed"]) for r in rows}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -189,7 +194,7 @@ def measure(
             (impl, seed, twice)
             for impl in impls
             for seed, _size in seeds[impl]
-            if (impl, seed) not in done
+            if (impl, seed) not in done and (only is None or (impl, seed) in only)
         ]
         print(f"{len(work)} shrinks to measure, {len(done)} kept", file=sys.stderr, flush=True)
         for row in pool.map(shrink_one, work):
@@ -281,6 +286,12 @@ def main() -> None:
         "--resume", action="store_true", help="keep the rows already in --json, measure the rest"
     )
     parser.add_argument("--markdown", nargs="+", metavar="JSON", help="AFTER [BEFORE]: a table")
+    parser.add_argument(
+        "--rows",
+        metavar="JSON",
+        help="only these (impl, seed) rows, e.g. examples/shrink_escape_rows.json: the shrinks "
+        "that enter an escape, all a change to the escape passes can alter",
+    )
     args = parser.parse_args()
     if args.markdown:
         after = json.loads(Path(args.markdown[0]).read_text())
@@ -291,7 +302,12 @@ def main() -> None:
     kept = None
     if args.resume and args.json and Path(args.json).exists():
         kept = json.loads(Path(args.json).read_text())["rows"]
-    table = measure(impls, args.jobs, args.per_size, args.twice, args.json, kept)
+    only = None
+    if args.rows:
+        listed = json.loads(Path(args.rows).read_text())["rows"]
+        only = {(r["impl"], r["seed"]) for r in listed}
+        impls = [i for i in impls if any(r[0] == i for r in only)]
+    table = measure(impls, args.jobs, args.per_size, args.twice, args.json, kept, only)
     if args.json:
         _save(table, args.json)
     else:

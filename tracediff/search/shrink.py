@@ -55,7 +55,10 @@ followed, above ``SMALL_SIZE`` (4) items, by ddmin's subsets and complements
 the search *escapes* (:meth:`Shrinker._escape`): every combination of at most 4 of the
 items (then of fewer than the best), the model's passes named ``escape: ...`` (kept out of
 the rounds: they are searches of their own), then scenarios of at most 4 fuzzed by
-Hypothesis from the best's profile with a ``Random`` seeded from the best's bytes. What it
+Hypothesis from the best's profile with a ``Random`` seeded from the best's bytes, and
+last the passes named ``last escape: ...`` (searches aimed at one kind of bug, which run
+only where nothing general found a smaller scenario, so they never change what those
+find: a general search often finds a smaller repro than an aimed one). What it
 finds, the passes polish. Each escape spends a share of the evaluations left and decides
 on nothing but the best, so it is as deterministic as the rest. A repro still above 4 says
 so in :meth:`ShrinkResult.stop_reason`, with what the escapes tried (docs/shrinking.md).
@@ -125,6 +128,10 @@ DDMIN_ABOVE = SMALL_SIZE  # delete_runs adds ddmin's subsets and complements abo
 # A model's pass whose name starts with this runs only in an escape (after the combinations,
 # before the fuzzed scenarios), not in every round: an expensive search of its own.
 ESCAPE_PASS = "escape: "
+# ... and one whose name starts with this runs after the fuzzed scenarios, only when
+# nothing else found a smaller scenario: a search aimed at one kind of bug, which must not
+# take the place of what the general searches find (they often find a smaller repro).
+LAST_ESCAPE_PASS = "last escape: "
 
 # Why a search stopped (ShrinkResult.stopped).
 MINIMUM = "minimum"  # a whole round of passes accepted nothing: 1-minimal w.r.t. the passes
@@ -422,6 +429,7 @@ class Shrinker:
         self.best_key: tuple[int, ...] = ()
         self.escapes: list[str] = []
         self._escape_passes: list[tracediff.model.ShrinkPass] = []
+        self._last_escape_passes: list[tracediff.model.ShrinkPass] = []
         # the sequence (items, rebuild) a pass last deleted from whose length is the
         # model's size: the escape's combinations are taken from it
         self._size_sequence: (
@@ -477,8 +485,10 @@ class Shrinker:
 
     def _loop(self) -> None:
         every = self.model.shrink_passes()
-        passes = [p for p in every if not p[0].startswith(ESCAPE_PASS)]
+        kinds = (ESCAPE_PASS, LAST_ESCAPE_PASS)
+        passes = [p for p in every if not p[0].startswith(kinds)]
         self._escape_passes = [p for p in every if p[0].startswith(ESCAPE_PASS)]
+        self._last_escape_passes = [p for p in every if p[0].startswith(LAST_ESCAPE_PASS)]
         while True:
             before = self.best_key
             for name, run_pass in passes:
@@ -498,25 +508,34 @@ class Shrinker:
         """A whole round accepted nothing and the best is above SMALL_SIZE: look for a
         smaller scenario with the same signature elsewhere than one step away. First every
         combination of at most SMALL_SIZE of the best's items (the sequence its model's
-        deletion pass works on), then scenarios of at most SMALL_SIZE fuzzed from the
-        best's profile (Hypothesis, seeded from the best's bytes). True when one was kept:
+        deletion pass works on), then the model's ``escape: ...`` passes, then scenarios
+        of at most SMALL_SIZE fuzzed from the best's profile (Hypothesis, seeded from the
+        best's bytes), then the model's ``last escape: ...`` passes. True when one was kept:
         the passes then polish it. Deterministic: only counts and the best decide."""
         size = self.model.size(self.best)
-        found = self._combinations(SMALL_SIZE)
-        for name, run_pass in self._escape_passes:
-            if found:
-                break
+        found = self._combinations(SMALL_SIZE) or self._model_escapes(size, ESCAPE_PASS)
+        if not found:
+            found = self._fuzz_smaller()
+        if not found:
+            found = self._model_escapes(size, LAST_ESCAPE_PASS)
+        if not found:
+            self.escapes.append(f"at {size}: nothing smaller")
+        return found
+
+    def _model_escapes(self, size: int, kind: str) -> bool:
+        """The model's escape passes of one kind, in order, until one finds a smaller
+        scenario; each says in ``escapes`` what it found."""
+        chosen = self._escape_passes if kind == ESCAPE_PASS else self._last_escape_passes
+        for name, run_pass in chosen:
             self.pass_name = name
             before = self.best_key
             run_pass(self)
             found = self.best_key != before
             what = "found one" if found else "nothing"
-            self.escapes.append(f"at {size}: {name.removeprefix(ESCAPE_PASS)}, {what}")
-        if not found:
-            found = self._fuzz_smaller()
-        if not found:
-            self.escapes.append(f"at {size}: nothing smaller")
-        return found
+            self.escapes.append(f"at {size}: {name.removeprefix(kind)}, {what}")
+            if found:
+                return True
+        return False
 
     def _combinations(self, most: int) -> bool:
         """Every combination of at most ``most`` of the best's items (a sample, seeded from
