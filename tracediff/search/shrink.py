@@ -428,8 +428,7 @@ class Shrinker:
         self.best_result: ScenarioResult | None = None
         self.best_key: tuple[int, ...] = ()
         self.escapes: list[str] = []
-        self._escape_passes: list[tracediff.model.ShrinkPass] = []
-        self._last_escape_passes: list[tracediff.model.ShrinkPass] = []
+        self._escape_passes: list[tracediff.model.ShrinkPass] = []  # both kinds, in order
         # the sequence (items, rebuild) a pass last deleted from whose length is the
         # model's size: the escape's combinations are taken from it
         self._size_sequence: (
@@ -487,8 +486,7 @@ class Shrinker:
         every = self.model.shrink_passes()
         kinds = (ESCAPE_PASS, LAST_ESCAPE_PASS)
         passes = [p for p in every if not p[0].startswith(kinds)]
-        self._escape_passes = [p for p in every if p[0].startswith(ESCAPE_PASS)]
-        self._last_escape_passes = [p for p in every if p[0].startswith(LAST_ESCAPE_PASS)]
+        self._escape_passes = [p for p in every if p[0].startswith(kinds)]
         while True:
             before = self.best_key
             for name, run_pass in passes:
@@ -525,8 +523,9 @@ class Shrinker:
     def _model_escapes(self, size: int, kind: str) -> bool:
         """The model's escape passes of one kind, in order, until one finds a smaller
         scenario; each says in ``escapes`` what it found."""
-        chosen = self._escape_passes if kind == ESCAPE_PASS else self._last_escape_passes
-        for name, run_pass in chosen:
+        for name, run_pass in self._escape_passes:
+            if not name.startswith(kind):
+                continue
             self.pass_name = name
             before = self.best_key
             run_pass(self)

@@ -73,6 +73,9 @@ each rule clause decided, which the core turns into Hypothesis ``target()`` scor
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -194,6 +197,19 @@ def keep_earliest(s: Shrinking) -> None:
             low = middle
 
 
+def _seeded(base: Scenario) -> random.Random:
+    """The escapes' draws: a ``random.Random`` seeded with the best's canonical bytes, so
+    the same best gives the same tries on any machine."""
+    text = json.dumps(base.to_dict(), sort_keys=True).encode()
+    return random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
+
+
+def _limit(s: Shrinking, tries: int, share: float) -> int:
+    """The attempt count at which an escape stops: ``share`` of the evaluations left, at
+    least one and at most ``tries``."""
+    return s.attempts + min(tries, max(1, int((s.budget - s.attempts) * share)))
+
+
 AROUND_SHARE = 0.2  # of the evaluations left, per escape, for the scenarios around the best
 AROUND_TRIES = 300  # ... and at most this many
 
@@ -206,17 +222,12 @@ def around_the_best(s: Shrinking) -> None:
     parameters with the verification budget as it is or scaled to the requests kept. A
     fuzz aimed at the signature: every draw comes from a ``random.Random`` seeded with the
     best's bytes, so the same best gives the same tries."""
-    import hashlib
-    import json
-    import random
-
     base = s.best
     requests = list(base.requests)
     if len(requests) <= SMALL_REQUESTS:
         return
-    text = json.dumps(base.to_dict(), sort_keys=True).encode()
-    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
-    limit = s.attempts + min(AROUND_TRIES, max(1, int((s.budget - s.attempts) * AROUND_SHARE)))
+    rng = _seeded(base)
+    limit = _limit(s, AROUND_TRIES, AROUND_SHARE)
     budget = base.params.verify_budget
     for _ in range(AROUND_TRIES * 4):
         if s.attempts >= limit or len(s.best.requests) < len(requests):
@@ -284,11 +295,8 @@ def same_padding_fewer_lanes(s: Shrinking) -> None:
     budget keeps eligible) then has the same shape on both sides (StaleAdvance from
     quick:101: 6 requests -> 2). Combinations of more requests first, each under every
     bucket set; sampled, seeded from the best, past the share."""
-    import hashlib
     import itertools
-    import json
     import math
-    import random
 
     base = s.best
     requests = list(base.requests)
@@ -297,9 +305,8 @@ def same_padding_fewer_lanes(s: Shrinking) -> None:
     variants = _padding_variants(base)
     if not variants:
         return
-    text = json.dumps(base.to_dict(), sort_keys=True).encode()
-    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
-    limit = s.attempts + min(PADDING_TRIES, max(1, int((s.budget - s.attempts) * PADDING_SHARE)))
+    rng = _seeded(base)
+    limit = _limit(s, PADDING_TRIES, PADDING_SHARE)
     for k in range(SMALL_REQUESTS, 0, -1):
         every = math.comb(len(requests), k) * len(variants)
         if every <= limit - s.attempts:
@@ -353,21 +360,14 @@ def lanes_elsewhere(s: Shrinking) -> None:
     quick:17: 7 requests, three of them prefill only). Deleting them and moving a parameter
     is a compound step no pass makes; every draw comes from a ``random.Random`` seeded
     with the best's bytes."""
-    import hashlib
-    import json
-    import random
-
     base = s.best
     requests = list(base.requests)
     if len(requests) <= SMALL_REQUESTS:
         return
     lanes = [r for r in requests if r.max_new > 1] or requests
     names = _numeric_params()
-    text = json.dumps(base.to_dict(), sort_keys=True).encode()
-    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
-    limit = s.attempts + min(
-        ELSEWHERE_TRIES, max(1, int((s.budget - s.attempts) * ELSEWHERE_SHARE))
-    )
+    rng = _seeded(base)
+    limit = _limit(s, ELSEWHERE_TRIES, ELSEWHERE_SHARE)
     for _ in range(ELSEWHERE_TRIES * 4):
         if s.attempts >= limit or len(s.best.requests) < len(requests):
             return
@@ -399,28 +399,23 @@ def lanes_in_step(s: Shrinking) -> None:
     every draft accepted, and one length for all, a whole number of full rounds
     (``MAX_DRAFT + 1`` tokens each), under the best's batch buckets or a same-padding set
     of them, with the per-lane cost as it is, doubled or quadrupled. A bug at an exact
-    boundary of a request's budget (a pending advance that forgets a round in flight, a
-    freshness test at the period's edge) needs the boundary to fall exactly where a round
-    ends: in the best, a particular timeline of many requests puts it there; lanes that
-    advance by whole rounds and end together put it there in every round. Deleting the
-    other requests alone loses the timeline and changing a length alone is no smaller, so
-    only this compound step reaches such repros (StaleAdvance from quick:63: 9 requests
-    -> at most 4). The per-lane cost moves because fewer lanes make another round shape
-    (ragged or rectangular, wide or narrow) the cheapest; every draw comes from a
-    ``random.Random`` seeded with the best's bytes."""
-    import hashlib
-    import json
-    import random
-
+    boundary of a request's budget (a pending advance that forgets a round in flight)
+    needs the boundary to fall exactly where a round ends: in the best, a particular
+    timeline of many requests puts it there; lanes that advance by whole rounds and end
+    together put it there in every round. Deleting the other requests alone loses the
+    timeline and changing a length alone is no smaller, so only this compound step
+    reaches such repros (StaleAdvance from quick:63: 9 requests -> at most 4). The
+    per-lane cost moves because fewer lanes make another cohort the cheapest, and the cut
+    between the lanes taken and those left is where a stale request displaces another;
+    every draw comes from a ``random.Random`` seeded with the best's bytes."""
     base = s.best
     requests = list(base.requests)
     lanes = [r for r in requests if r.max_new > 1]
     if len(requests) <= SMALL_REQUESTS or len(lanes) < 2:
         return
     variants = [base.params, *_padding_variants(base)]
-    text = json.dumps(base.to_dict(), sort_keys=True).encode()
-    rng = random.Random(int.from_bytes(hashlib.sha256(text).digest()[:8], "big"))
-    limit = s.attempts + min(IN_STEP_TRIES, max(1, int((s.budget - s.attempts) * IN_STEP_SHARE)))
+    rng = _seeded(base)
+    limit = _limit(s, IN_STEP_TRIES, IN_STEP_SHARE)
     for _ in range(IN_STEP_TRIES * 4):
         if s.attempts >= limit or len(s.best.requests) < len(requests):
             return
